@@ -1,0 +1,27 @@
+/* What the CPU backend offers the CPU implementations of the built-in
+ * operations (kernels/cpu): running a piece of work in order on a stream, and
+ * spreading a loop over the device's worker threads. Internal to libkeel. */
+#ifndef KEEL_CPU_ENQUEUE_H
+#define KEEL_CPU_ENQUEUE_H
+
+#include <stddef.h>
+#include "keel/status.h"
+
+/* Enqueue fn(payload_copy) on the CPU stream whose backend context is
+ * stream_ctx. The payload (payload_size bytes, at most 512) is copied into the
+ * command, so the caller's memory may go away at once. Captured into a graph
+ * when the stream is capturing. */
+__attribute__((visibility("hidden")))
+keel_status_t keel__cpu_enqueue(void *stream_ctx, void (*fn)(void *payload), const void *payload,
+                                size_t payload_size);
+
+/* Run body(arg, begin, end) over [0, n) in chunks of at least grain items,
+ * on the pool of the device that runs the calling command; inline on the
+ * calling thread when n <= grain or the pool has one thread. Must be called
+ * from inside a function run by keel__cpu_enqueue (or a CPU kernel). Returns
+ * when every chunk is done. */
+__attribute__((visibility("hidden")))
+void keel__cpu_parallel_for(size_t n, size_t grain, void (*body)(void *arg, size_t begin, size_t end),
+                            void *arg);
+
+#endif /* KEEL_CPU_ENQUEUE_H */

@@ -1,0 +1,30 @@
+/* What the CUDA plugin's core (backends/cuda) offers the CUDA implementations
+ * of the built-in operations (kernels/gpu, backends/cuda/ops_*): the vendor
+ * handles behind Keel's contexts. Internal to keel-cuda.so. */
+#ifndef KEEL_CUDA_SHARED_H
+#define KEEL_CUDA_SHARED_H
+
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <cublasLt.h>
+#include "keel/status.h"
+
+/* The cudaStream_t behind a Keel stream context of this plugin. */
+__attribute__((visibility("hidden"))) cudaStream_t keel__cuda_stream(void *stream_ctx);
+
+/* The CUDA device ordinal of a stream context. */
+__attribute__((visibility("hidden"))) int keel__cuda_stream_device(void *stream_ctx);
+
+/* Lazily created per-device cuBLAS and cuBLASLt handles, and a per-device
+ * workspace for cuBLASLt (bytes reported through *workspace_bytes). Thread-safe.
+ * On failure they set the error through the host API and return its status. */
+__attribute__((visibility("hidden"))) keel_status_t keel__cuda_cublas(void *stream_ctx, cublasHandle_t *handle);
+__attribute__((visibility("hidden"))) keel_status_t keel__cuda_cublaslt(void *stream_ctx, cublasLtHandle_t *handle,
+                                                                        void **workspace, size_t *workspace_bytes);
+
+/* Turn a CUDA runtime error into a Keel status with the CUDA error name and
+ * message and the calling Keel function ("keel_gemm: cudaErrorInvalidValue: ..."). */
+__attribute__((visibility("hidden"))) keel_status_t keel__cuda_error(cudaError_t err, const char *keel_fn,
+                                                                     const char *what);
+
+#endif /* KEEL_CUDA_SHARED_H */

@@ -1,0 +1,158 @@
+/* Internal declarations of the core: object layouts, the registry, errors.
+ * Nothing here is part of the public or plugin ABI. */
+#ifndef KEEL_CORE_INTERNAL_H
+#define KEEL_CORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include "keel/backend.h"
+
+#define KEEL_HIDDEN __attribute__((visibility("hidden")))
+
+/* Every handle starts with a magic word naming its type. A destroyed handle
+ * gets KEEL__MAGIC_DEAD and its memory is kept in a per-type free list, so a
+ * stale handle reads as dead (or as a live object of the same type, the ABA
+ * case every pointer-handle runtime has) and never as freed memory. */
+enum {
+    KEEL__MAGIC_DEAD = 0x6b64656fu,
+    KEEL__MAGIC_BACKEND = 0x6b626b64u,
+    KEEL__MAGIC_DEVICE = 0x6b646576u,
+    KEEL__MAGIC_STREAM = 0x6b737472u,
+    KEEL__MAGIC_EVENT = 0x6b657674u,
+    KEEL__MAGIC_MODULE = 0x6b6d6f64u,
+    KEEL__MAGIC_KERNEL = 0x6b6b726eu,
+    KEEL__MAGIC_GRAPH = 0x6b677270u,
+    KEEL__MAGIC_GRAPH_EXEC = 0x6b677865u
+};
+
+struct keel_backend {
+    uint32_t magic;
+    char name[32];
+    char plugin_path[4096];       /* "" when no file was found */
+    char reason[1024];            /* why not usable */
+    const char *description;
+    keel_status_t status;         /* KEEL_OK when usable */
+    int abi_version;
+    const keel_backend_plugin_t *plugin;
+    void *ctx;                    /* backend_ctx from probe */
+    void *dl;                     /* dlopen handle, NULL for built-in */
+    int device_count;
+    struct keel_device *devices;  /* device_count of them */
+};
+
+struct keel_device {
+    uint32_t magic;
+    struct keel_backend *backend;
+    const keel_backend_plugin_t *plugin; /* == backend->plugin, one hop less on hot paths */
+    int index;
+    char name[48];                /* "cuda:0" */
+    pthread_once_t once;          /* opens the device on first use */
+    keel_status_t open_status;
+    char open_reason[1024];
+    void *ctx;
+    struct keel_stream *default_stream;
+};
+
+struct keel_stream {
+    uint32_t magic;
+    struct keel_device *device;
+    void *ctx;
+    unsigned flags;
+    int priority;
+    int is_default;
+    atomic_int capturing;
+};
+
+struct keel_event {
+    uint32_t magic;
+    struct keel_device *device;
+    void *ctx;
+    unsigned flags;
+};
+
+struct keel_kernel {
+    uint32_t magic;
+    struct keel_device *device;
+    void *ctx;
+    struct keel_module *module;   /* NULL for registered CPU kernels */
+    char *name;
+    void *hh_next;                /* module's kernel list */
+};
+
+struct keel_module {
+    uint32_t magic;
+    struct keel_device *device;
+    void *ctx;
+    pthread_mutex_t lock;
+    struct keel_kernel **kernels; /* looked-up kernels, owned */
+    size_t nkernels, capkernels;
+};
+
+struct keel_graph {
+    uint32_t magic;
+    struct keel_device *device;
+    void *ctx;
+};
+
+struct keel_graph_exec {
+    uint32_t magic;
+    struct keel_device *device;
+    void *ctx;
+};
+
+/* ---- errors and logging (core/error.c, core/log.c) ---- */
+KEEL_HIDDEN keel_status_t keel__set_error(keel_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+KEEL_HIDDEN keel_status_t keel__set_error_v(keel_status_t status, const char *fmt, va_list ap);
+KEEL_HIDDEN void keel__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+KEEL_HIDDEN int keel__log_enabled(int level);
+KEEL_HIDDEN extern const keel_host_api_t keel__host_api;
+
+/* ---- handles (core/handle.c) ---- */
+KEEL_HIDDEN void *keel__handle_alloc(uint32_t magic, size_t size);
+KEEL_HIDDEN void keel__handle_release(void *handle);
+
+/* ---- initialization and selection (core/init.c) ---- */
+/* Runs keel_init once; returns its status (environment/selection errors). */
+KEEL_HIDDEN keel_status_t keel__ensure_init(void);
+/* Opens a device (once) and returns its status. */
+KEEL_HIDDEN keel_status_t keel__device_ready(struct keel_device *dev, const char *fn);
+
+/* ---- allocation registry (core/registry.c) ---- */
+typedef struct keel__alloc {
+    uintptr_t base;
+    size_t size;
+    keel_memory_kind_t kind;
+    struct keel_device *device;
+} keel__alloc_t;
+KEEL_HIDDEN keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kind,
+                                             struct keel_device *dev);
+/* Removes an allocation by its exact base; INVALID_POINTER if none. */
+KEEL_HIDDEN keel_status_t keel__registry_remove(void *base, keel__alloc_t *out);
+/* Finds the allocation holding ptr; returns 1 and fills out, else 0. */
+KEEL_HIDDEN int keel__registry_find(const void *ptr, keel__alloc_t *out);
+
+/* ---- the built-in CPU backend (backends/cpu) ---- */
+KEEL_HIDDEN const keel_backend_plugin_t *keel__cpu_backend_init(const keel_host_api_t *host);
+
+/* ---- validation helpers ---- */
+#define KEEL__UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#define KEEL__CHECK_HANDLE(h, MAGIC, fn, what)                                                         \
+    do {                                                                                               \
+        if (KEEL__UNLIKELY((h) == NULL))                                                               \
+            return keel__set_error(KEEL_ERROR_INVALID_HANDLE, "%s: %s is NULL", fn, what);             \
+        if (KEEL__UNLIKELY((h)->magic != (MAGIC)))                                                     \
+            return keel__set_error(KEEL_ERROR_INVALID_HANDLE, "%s: %s %p is %s", fn, what, (void *)(h), \
+                                   (h)->magic == KEEL__MAGIC_DEAD ? "destroyed" : "not a " what " handle"); \
+    } while (0)
+
+#define KEEL__CHECK_OUT(p, fn, what)                                                                   \
+    do {                                                                                               \
+        if (KEEL__UNLIKELY((p) == NULL))                                                               \
+            return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: output pointer %s is NULL", fn, what); \
+    } while (0)
+
+#endif /* KEEL_CORE_INTERNAL_H */

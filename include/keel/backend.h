@@ -1,0 +1,172 @@
+/**
+ * @file keel/backend.h
+ * @brief The plugin ABI: what a backend implements and how Keel finds it.
+ *
+ * A backend plugin is a shared object exporting one function,
+ * keel_backend_init, which returns a static keel_backend_plugin_t. Keel opens
+ * plugins with dlopen(RTLD_NOW | RTLD_LOCAL) from KEEL_BACKEND_PATH and then
+ * the installed plugin directory, checks abi_version, calls probe(), and keeps
+ * the reason of every failure for keel-info and keel_backend_get_info().
+ *
+ * Objects are opaque to the core: a backend returns a void * context for each
+ * device, stream, event, module, kernel, graph and graph exec, and the core
+ * wraps it in its own checked handle. Every entry returns a keel_status_t; on
+ * failure it calls host->set_error() with the detail (the vendor's error name
+ * and message). The core has already validated handles, sizes and pointers
+ * before any entry is called, and it serializes nothing: entries must be
+ * thread-safe.
+ *
+ * An entry marked optional may be NULL; the core then answers
+ * KEEL_ERROR_NOT_SUPPORTED (or emulates it where the comment says so).
+ */
+#ifndef KEEL_BACKEND_H
+#define KEEL_BACKEND_H
+
+#include <stdint.h>
+#include "keel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Version of this ABI. Raised whenever a struct below changes incompatibly. */
+#define KEEL_BACKEND_ABI_VERSION 1
+
+/** @brief Name of the symbol every plugin exports. */
+#define KEEL_BACKEND_INIT_SYMBOL "keel_backend_init"
+
+/** @brief Services the core offers a plugin. */
+typedef struct keel_host_api {
+    uint32_t abi_version;   /**< KEEL_BACKEND_ABI_VERSION of the core */
+    uint32_t struct_size;
+    /** Record the detail of a failure on this thread and return @p status. printf-style. */
+    keel_status_t (*set_error)(keel_status_t status, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+    /** Log a line at @p level (keel_log_level_t) if logging is at that level. */
+    void (*log)(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+    /** Whether a message at @p level would be printed (to skip formatting). */
+    int (*log_enabled)(int level);
+} keel_host_api_t;
+
+typedef struct keel_device_vtable {
+    keel_status_t (*open)(void *backend_ctx, int index, void **device_ctx);
+    void (*close)(void *device_ctx);
+    /** Fill every field of @p props (a full-size struct; the core copies what the caller asked). */
+    keel_status_t (*get_properties)(void *device_ctx, keel_device_properties_t *props);
+    keel_status_t (*memory_info)(void *device_ctx, size_t *free_bytes, size_t *total_bytes);
+    keel_status_t (*synchronize)(void *device_ctx);
+    /** optional: NULL means no peer access. */
+    keel_status_t (*can_access_peer)(void *device_ctx, void *peer_device_ctx, int *can_access);
+    keel_status_t (*stream_priority_range)(void *device_ctx, int *least, int *greatest);
+} keel_device_vtable_t;
+
+typedef struct keel_memory_vtable {
+    /** @p kind is DEVICE, PINNED or MANAGED. OUT_OF_MEMORY must leave the device usable. */
+    keel_status_t (*alloc)(void *device_ctx, keel_memory_kind_t kind, size_t bytes, void **ptr);
+    /** Called after the core synchronized the device (see keel_free). */
+    keel_status_t (*free)(void *device_ctx, keel_memory_kind_t kind, void *ptr);
+    /** optional: stream-ordered device allocation; NULL makes the core use alloc after no wait. */
+    keel_status_t (*alloc_async)(void *stream_ctx, size_t bytes, void **ptr);
+    /** optional: stream-ordered free; NULL makes the core synchronize the stream and free. */
+    keel_status_t (*free_async)(void *stream_ctx, void *ptr);
+    /** Copy on a stream; the kinds come from the registry (HOST for memory Keel did not allocate). */
+    keel_status_t (*memcpy_async)(void *stream_ctx, void *dst, keel_memory_kind_t dst_kind, const void *src,
+                                  keel_memory_kind_t src_kind, size_t bytes);
+    /** optional: synchronous copy ordered after @p stream_ctx (the default stream); NULL makes the
+     *  core use memcpy_async + stream synchronize. */
+    keel_status_t (*memcpy_sync)(void *stream_ctx, void *dst, keel_memory_kind_t dst_kind, const void *src,
+                                 keel_memory_kind_t src_kind, size_t bytes);
+    keel_status_t (*memset_async)(void *stream_ctx, void *dst, int value, size_t bytes);
+    /** optional: copy between devices of this backend, enqueued on @p stream_ctx (a stream of either). */
+    keel_status_t (*memcpy_peer_async)(void *stream_ctx, void *dst, void *dst_device_ctx, const void *src,
+                                       void *src_device_ctx, size_t bytes);
+} keel_memory_vtable_t;
+
+typedef struct keel_stream_vtable {
+    /** @p priority is already clamped to the device's range. */
+    keel_status_t (*create)(void *device_ctx, unsigned flags, int priority, void **stream_ctx);
+    /** Waits for the stream's work, then releases it. */
+    keel_status_t (*destroy)(void *stream_ctx);
+    keel_status_t (*synchronize)(void *stream_ctx);
+    /** KEEL_OK when idle, KEEL_ERROR_NOT_READY when not (without setting an error). */
+    keel_status_t (*query)(void *stream_ctx);
+    keel_status_t (*wait_event)(void *stream_ctx, void *event_ctx);
+    keel_status_t (*launch_host_func)(void *stream_ctx, keel_host_fn_t fn, void *user_data);
+    /** optional: graph capture. */
+    keel_status_t (*begin_capture)(void *stream_ctx);
+    keel_status_t (*end_capture)(void *stream_ctx, void **graph_ctx);
+} keel_stream_vtable_t;
+
+typedef struct keel_event_vtable {
+    keel_status_t (*create)(void *device_ctx, unsigned flags, void **event_ctx);
+    keel_status_t (*destroy)(void *event_ctx);
+    keel_status_t (*record)(void *event_ctx, void *stream_ctx);
+    keel_status_t (*synchronize)(void *event_ctx);
+    /** KEEL_OK when done, KEEL_ERROR_NOT_READY when not (without setting an error). */
+    keel_status_t (*query)(void *event_ctx);
+    keel_status_t (*elapsed_time)(void *start_ctx, void *end_ctx, float *ms);
+} keel_event_vtable_t;
+
+typedef struct keel_kernel_vtable {
+    /** optional each: the forms of module the backend accepts. */
+    keel_status_t (*module_load_data)(void *device_ctx, const void *image, size_t size, void **module_ctx);
+    keel_status_t (*module_load_file)(void *device_ctx, const char *path, void **module_ctx);
+    keel_status_t (*module_compile)(void *device_ctx, const char *source, const char *name,
+                                    const char *const *options, int num_options, void **module_ctx);
+    keel_status_t (*module_unload)(void *module_ctx);
+    /** NOT_FOUND (with set_error) when absent. The core caches the result per name. */
+    keel_status_t (*module_get_kernel)(void *module_ctx, const char *name, void **kernel_ctx);
+    /** optional: CPU backends only. */
+    keel_status_t (*kernel_register_cpu)(void *device_ctx, const keel_cpu_kernel_desc_t *desc, void **kernel_ctx);
+    /** Releases a kernel from module_get_kernel or kernel_register_cpu. */
+    void (*kernel_release)(void *kernel_ctx);
+    /** The hot path: dims and args are already checked non-zero / non-NULL where needed. */
+    keel_status_t (*launch)(void *kernel_ctx, keel_dim3_t grid, keel_dim3_t block, size_t shared_bytes,
+                            void *stream_ctx, void **args);
+    keel_status_t (*get_attribute)(void *kernel_ctx, keel_kernel_attribute_t attr, int *value);
+    /** optional */
+    keel_status_t (*set_max_dynamic_shared)(void *kernel_ctx, size_t bytes);
+    /** optional */
+    keel_status_t (*max_active_blocks)(void *kernel_ctx, int block_threads, size_t shared_bytes, int *blocks);
+} keel_kernel_vtable_t;
+
+typedef struct keel_graph_vtable {
+    keel_status_t (*instantiate)(void *graph_ctx, void **exec_ctx);
+    keel_status_t (*launch)(void *exec_ctx, void *stream_ctx);
+    keel_status_t (*destroy)(void *graph_ctx);
+    keel_status_t (*exec_destroy)(void *exec_ctx);
+} keel_graph_vtable_t;
+
+/** @brief What a plugin's keel_backend_init returns. Static; never freed. */
+typedef struct keel_backend_plugin {
+    uint32_t abi_version;   /**< KEEL_BACKEND_ABI_VERSION the plugin was built with */
+    uint32_t struct_size;   /**< sizeof(keel_backend_plugin_t) the plugin was built with */
+    const char *name;       /**< "cuda"; must match the plugin file name keel-<name>.so */
+    /**
+     * Load the vendor library, count devices. On failure call host->set_error
+     * with the reason ("libcuda.so.1 not found", "no CUDA device") and return
+     * KEEL_ERROR_BACKEND_UNAVAILABLE or KEEL_ERROR_NO_DEVICE.
+     * @param[out] description a static one-line string ("CUDA 13.0, driver 13.0").
+     */
+    keel_status_t (*probe)(const keel_host_api_t *host, void **backend_ctx, int *device_count,
+                           const char **description);
+    /** optional: release the backend context at exit. */
+    void (*shutdown)(void *backend_ctx);
+    const keel_device_vtable_t *device;
+    const keel_memory_vtable_t *memory;
+    const keel_stream_vtable_t *stream;
+    const keel_event_vtable_t *event;
+    const keel_kernel_vtable_t *kernel;
+    const keel_graph_vtable_t *graph;   /**< optional */
+    const void *ops;                    /**< optional: built-in operations table (keel/ops.h), NULL until defined */
+    const void *reserved[7];            /**< zero */
+} keel_backend_plugin_t;
+
+/** @brief Type of the exported init function. */
+typedef const keel_backend_plugin_t *(*keel_backend_init_fn_t)(const keel_host_api_t *host);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KEEL_BACKEND_H */

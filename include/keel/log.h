@@ -1,0 +1,51 @@
+/**
+ * @file keel/log.h
+ * @brief Logging and the environment variables Keel reads.
+ *
+ * Keel prints nothing unless asked: KEEL_LOG=error|warn|info|debug sets the
+ * level at initialization, keel_log_set_level() changes it later. Messages go
+ * to stderr, or to a callback the application installs.
+ */
+#ifndef KEEL_LOG_H
+#define KEEL_LOG_H
+
+#include "keel/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Log levels, each including the ones before it. */
+typedef enum keel_log_level {
+    KEEL_LOG_NONE = 0,
+    KEEL_LOG_ERROR = 1,
+    KEEL_LOG_WARN = 2,
+    KEEL_LOG_INFO = 3,
+    KEEL_LOG_DEBUG = 4
+} keel_log_level_t;
+
+/** @brief Set the level (values past KEEL_LOG_DEBUG are clamped). Thread-safe. */
+KEEL_API void keel_log_set_level(keel_log_level_t level);
+
+/** @brief The current level. */
+KEEL_API keel_log_level_t keel_log_get_level(void);
+
+/** @brief Receives each log line (without a trailing newline). Called from any Keel thread. */
+typedef void (*keel_log_fn_t)(keel_log_level_t level, const char *message, void *user_data);
+
+/** @brief Send log lines to @p fn instead of stderr; NULL restores stderr. */
+KEEL_API void keel_log_set_callback(keel_log_fn_t fn, void *user_data);
+
+/**
+ * @brief The environment variables Keel reads, one per index, for tools and docs.
+ * @param[in] index 0 .. n-1
+ * @param[out] name "KEEL_BACKEND"; @param[out] description one line. Static strings.
+ * @return KEEL_ERROR_OUT_OF_RANGE past the last one.
+ */
+KEEL_API keel_status_t keel_env_var_get(int index, const char **name, const char **description);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KEEL_LOG_H */

@@ -1,0 +1,127 @@
+/**
+ * @file keel/memory.h
+ * @brief Device, pinned and managed memory; memset; copies; pointer queries.
+ *
+ * Device memory is a plain pointer in the device's address space: it can be
+ * passed to kernels, vendor libraries and DLPack as it is. Keel records every
+ * live allocation it made, so copies infer their direction, bad pointers and
+ * double frees are reported as errors, and copies past an allocation's end are
+ * refused before they reach the device.
+ *
+ * Memory that Keel did not allocate is "host" memory (pageable). Copies may
+ * read or write host memory; Keel cannot check its bounds.
+ */
+#ifndef KEEL_MEMORY_H
+#define KEEL_MEMORY_H
+
+#include "keel/device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct keel_stream keel_stream_t; /* see keel/stream.h */
+
+/** @brief What kind of memory a pointer refers to. */
+typedef enum keel_memory_kind {
+    KEEL_MEMORY_HOST = 0,    /**< pageable host memory Keel did not allocate */
+    KEEL_MEMORY_DEVICE = 1,  /**< device memory (keel_malloc, keel_malloc_async) */
+    KEEL_MEMORY_PINNED = 2,  /**< page-locked host memory (keel_malloc_host) */
+    KEEL_MEMORY_MANAGED = 3  /**< memory migrating between host and device (keel_malloc_managed) */
+} keel_memory_kind_t;
+
+/**
+ * @brief Allocate device memory. Synchronous.
+ * @param[in] device
+ * @param[in] bytes must be > 0 (0 is KEEL_ERROR_INVALID_ARGUMENT).
+ * @param[out] ptr written only on success.
+ * @return KEEL_ERROR_OUT_OF_MEMORY when the device has no room (recoverable).
+ * Ownership: the caller frees with keel_free().
+ */
+KEEL_API keel_status_t keel_malloc(keel_device_t *device, size_t bytes, void **ptr);
+
+/**
+ * @brief Allocate page-locked host memory usable for fast async copies with @p device.
+ * Ownership: the caller frees with keel_free().
+ */
+KEEL_API keel_status_t keel_malloc_host(keel_device_t *device, size_t bytes, void **ptr);
+
+/**
+ * @brief Allocate managed memory, accessible from the host and the device.
+ * @return KEEL_ERROR_NOT_SUPPORTED where the device has none.
+ * Ownership: the caller frees with keel_free().
+ */
+KEEL_API keel_status_t keel_malloc_managed(keel_device_t *device, size_t bytes, void **ptr);
+
+/**
+ * @brief Free memory from any keel_malloc* call. Synchronous: like cudaFree,
+ *        it first waits for all work on the owning device, so no queued work
+ *        can still touch the memory.
+ * @return KEEL_OK for NULL (a no-op, as free(NULL)). An unknown pointer, an
+ *         interior pointer or a second free gives KEEL_ERROR_INVALID_POINTER.
+ */
+KEEL_API keel_status_t keel_free(void *ptr);
+
+/**
+ * @brief Stream-ordered allocation: the memory may be used by work enqueued on
+ *        @p stream after this call (and by other streams after they wait for it).
+ * @param[out] ptr written only on success.
+ * Ownership: free with keel_free_async() (or keel_free after synchronizing).
+ */
+KEEL_API keel_status_t keel_malloc_async(keel_stream_t *stream, size_t bytes, void **ptr);
+
+/**
+ * @brief Stream-ordered free: the memory is released once the work enqueued
+ *        on @p stream before this call is done. The pointer is invalid for new
+ *        Keel calls at once.
+ */
+KEEL_API keel_status_t keel_free_async(void *ptr, keel_stream_t *stream);
+
+/**
+ * @brief Set @p bytes bytes at @p ptr to the byte @p value. Synchronous.
+ * @p ptr must lie in a Keel allocation with room for @p bytes.
+ */
+KEEL_API keel_status_t keel_memset(void *ptr, int value, size_t bytes);
+
+/** @brief Stream-ordered memset (see keel_memset). */
+KEEL_API keel_status_t keel_memset_async(void *ptr, int value, size_t bytes, keel_stream_t *stream);
+
+/**
+ * @brief Copy @p bytes from @p src to @p dst. Synchronous: returns when the
+ *        copy is done. The direction comes from the allocation registry;
+ *        either side may be host memory. The copy is ordered after the work
+ *        already enqueued on the default stream of the device involved.
+ * @return KEEL_ERROR_OUT_OF_RANGE when a Keel allocation is too small;
+ *         KEEL_ERROR_DEVICE_MISMATCH when the two sides are on devices of
+ *         different backends.
+ */
+KEEL_API keel_status_t keel_memcpy(void *dst, const void *src, size_t bytes);
+
+/**
+ * @brief Stream-ordered copy (see keel_memcpy). Host memory that is not
+ *        pinned must stay valid and unchanged until the stream has done the
+ *        copy (on some backends the call itself waits for it).
+ */
+KEEL_API keel_status_t keel_memcpy_async(void *dst, const void *src, size_t bytes, keel_stream_t *stream);
+
+/** @brief Where a pointer lives. Set struct_size = sizeof(keel_pointer_info_t) before the call. */
+typedef struct keel_pointer_info {
+    size_t struct_size;         /**< [in] sizeof(keel_pointer_info_t) */
+    keel_memory_kind_t kind;    /**< KEEL_MEMORY_HOST for memory Keel does not know */
+    keel_device_t *device;      /**< owning device; NULL for host memory */
+    void *base;                 /**< start of the allocation holding the pointer; NULL for host */
+    size_t size;                /**< size of that allocation in bytes; 0 for host */
+    size_t offset;              /**< pointer - base */
+} keel_pointer_info_t;
+
+/**
+ * @brief Which allocation, if any, holds @p ptr.
+ * Unknown pointers are not an error: they are reported as KEEL_MEMORY_HOST.
+ */
+KEEL_API keel_status_t keel_pointer_get_info(const void *ptr, keel_pointer_info_t *info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KEEL_MEMORY_H */
