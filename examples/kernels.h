@@ -1,0 +1,23 @@
+/* Kernels of the Keel demo. The CPU versions live in kernels.c, which is both
+ * linked into keel-demo (registered by pointer) and built as a loadable CPU
+ * module, keel-demo-kernels.so (loaded with keel_module_load_file). */
+#ifndef KEEL_DEMO_KERNELS_H
+#define KEEL_DEMO_KERNELS_H
+
+#include <keel.h>
+
+/* saxpy(n, a, x, y): y[i] = a * x[i] + y[i] for i < n.
+ * Arguments: size_t n, float a, const float *x, float *y. */
+extern const keel_cpu_kernel_desc_t keel_cpu_kernel_saxpy;
+
+/* The same kernel in CUDA C; HIP's run-time compiler accepts it unchanged. */
+#define KEEL_DEMO_GPU_SOURCE                                                      \
+    "extern \"C\" __global__ void saxpy(unsigned long n, float a,\n"              \
+    "                                   const float *x, float *y)\n"              \
+    "{\n"                                                                         \
+    "    unsigned long i = (unsigned long)blockIdx.x * blockDim.x + threadIdx.x;\n" \
+    "    if (i < n)\n"                                                            \
+    "        y[i] = a * x[i] + y[i];\n"                                           \
+    "}\n"
+
+#endif

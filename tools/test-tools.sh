@@ -1,0 +1,136 @@
+#!/bin/sh
+# Smoke test of what a new user runs first: keel-info (output, exit codes,
+# JSON), keel-demo on the default device and on an emulated second CPU device,
+# the kernel-module path of the demo, and the README's example program, whose
+# text must be the one printed in README.md. Run by make check from the top
+# build directory.
+set -u
+
+: "${srcdir:=.}"
+info=./tools/keel-info
+demo=./examples/keel-demo
+hello=./examples/keel-hello
+module=./examples/.libs/keel-demo-kernels.so
+
+# The user's selection must not change what this test expects.
+unset KEEL_BACKEND KEEL_DEVICE KEEL_CPU_DEVICES KEEL_CPU_MEMORY_LIMIT KEEL_LOG
+
+fails=0
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/keel-tools.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+
+fail() {
+    echo "FAIL: $*"
+    fails=$((fails + 1))
+}
+pass() {
+    echo "ok: $*"
+}
+
+# run NAME EXPECTED_RC CMD...: runs CMD, keeps its stdout/stderr in $tmp/NAME.{out,err}.
+run() {
+    name=$1 want=$2
+    shift 2
+    "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+    got=$?
+    if [ "$got" -ne "$want" ]; then
+        fail "$name: '$*' exited $got, expected $want"
+        sed 's/^/    | /' "$tmp/$name.out" "$tmp/$name.err"
+        return 1
+    fi
+    pass "$name (exit $got)"
+    return 0
+}
+
+# expect NAME FILE PATTERN: FILE ($tmp/NAME.FILE) contains the extended regex PATTERN.
+expect() {
+    if grep -Eq -- "$3" "$tmp/$1.$2"; then
+        pass "$1: $2 matches /$3/"
+    else
+        fail "$1: $2 does not match /$3/"
+        sed 's/^/    | /' "$tmp/$1.$2"
+    fi
+}
+
+# --- keel-info ------------------------------------------------------------
+run info 0 "$info" && {
+    expect info out '^Keel [0-9]+\.[0-9]+\.[0-9]+'
+    expect info out '^  cpu +usable'
+    expect info out '^  cpu:0$'
+    expect info out 'selected +: cpu:0|selected +: (cuda|hip):0'
+    for var in KEEL_BACKEND KEEL_DEVICE KEEL_BACKEND_PATH KEEL_LOG; do
+        expect info out "^  $var "
+    done
+    # Every backend that is not usable says why.
+    if grep -q 'NOT USABLE' "$tmp/info.out"; then
+        n_bad=$(grep -c 'NOT USABLE' "$tmp/info.out")
+        n_why=$(grep -Ec '^    why not +: .+\((KEEL_ERROR_[A-Z_]+)\)$' "$tmp/info.out")
+        if [ "$n_bad" -eq "$n_why" ]; then pass "every unusable backend has a reason"; else
+            fail "$n_bad unusable backends but $n_why 'why not' lines"; fi
+    fi
+}
+run help 0 "$info" --help && expect help out '^Usage: keel-info'
+run version 0 "$info" --version && expect version out '^keel-info \(Keel\) [0-9]'
+run badopt 1 "$info" --frobnicate && expect badopt err 'unknown option'
+run only-cpu 0 "$info" --backend cpu && {
+    expect only-cpu out '^  cpu +usable'
+    if grep -Eq '^  (cuda|hip) ' "$tmp/only-cpu.out"; then fail "--backend cpu lists other backends"; fi
+}
+run only-none 1 "$info" --backend nosuch && expect only-none err 'nosuch'
+
+run json 0 "$info" --json && {
+    expect json out '"name": "cpu"'
+    if command -v python3 >/dev/null 2>&1; then
+        if python3 -m json.tool "$tmp/json.out" >/dev/null 2>"$tmp/json.py"; then pass "json parses"; else
+            fail "keel-info --json is not valid JSON: $(cat "$tmp/json.py")"; fi
+    fi
+}
+
+# Selection errors: exit 2, still a full report, and a reason on stderr.
+run bogus 2 env KEEL_BACKEND=bogus "$info" && {
+    expect bogus err 'bogus'
+    expect bogus err 'cpu'
+    expect bogus out '^  cpu +usable'
+}
+run baddev 2 env KEEL_DEVICE=banana "$info" && expect baddev err 'KEEL_DEVICE'
+run sel-cpu 0 env KEEL_BACKEND=cpu "$info" && expect sel-cpu out 'selected +: cpu:0'
+for gpu in cuda hip; do
+    # Where the GPU backend is not usable, selecting it alone must fail and say why.
+    if "$info" --backend $gpu >/dev/null 2>&1; then
+        run sel-$gpu 0 env KEEL_BACKEND=$gpu "$info"
+    else
+        run sel-$gpu 2 env KEEL_BACKEND=$gpu "$info" && expect sel-$gpu err "$gpu"
+    fi
+done
+
+# --- keel-demo ------------------------------------------------------------
+run demo 0 "$demo" -n 100003 && expect demo out 'verified'
+run demo-cpu1 0 env KEEL_BACKEND=cpu KEEL_CPU_DEVICES=2 KEEL_DEVICE=1 "$demo" -n 5000 &&
+    expect demo-cpu1 out 'device cpu:1'
+if [ -f "$module" ]; then
+    run demo-module 0 env KEEL_BACKEND=cpu "$demo" -n 777 --module "$module" &&
+        expect demo-module out 'loaded from a module file'
+else
+    fail "$module was not built"
+fi
+run demo-bogus 1 env KEEL_BACKEND=bogus "$demo" && expect demo-bogus err 'KEEL_ERROR_'
+
+# --- the README example ---------------------------------------------------
+run hello 0 "$hello" && expect hello out 'expected 1998'
+# README.md shows examples/hello.c between a marker line and the closing fence.
+readme="$srcdir/README.md"
+if [ -f "$readme" ]; then
+    sed -n '/<!-- begin: examples\/hello.c -->/,/<!-- end: examples\/hello.c -->/p' "$readme" |
+        sed '1,2d;$d' | sed '$d' >"$tmp/readme-hello.c"
+    if cmp -s "$tmp/readme-hello.c" "$srcdir/examples/hello.c"; then
+        pass "README.md shows examples/hello.c as it is"
+    else
+        fail "README.md's example differs from examples/hello.c:"
+        diff -u "$srcdir/examples/hello.c" "$tmp/readme-hello.c" | sed 's/^/    | /'
+    fi
+else
+    fail "$readme not found"
+fi
+
+echo "$fails failure(s)"
+[ "$fails" -eq 0 ]
