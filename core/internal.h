@@ -40,6 +40,9 @@ struct keel_backend {
     void *dl;                     /* dlopen handle, NULL for built-in */
     int device_count;
     struct keel_device *devices;  /* device_count of them */
+    int builtin;                  /* the CPU backend: no file, no dlopen */
+    pthread_mutex_t lock;         /* guards the first load */
+    atomic_int loaded;            /* load attempted (status/reason final) */
 };
 
 struct keel_device {
@@ -48,9 +51,8 @@ struct keel_device {
     const keel_backend_plugin_t *plugin; /* == backend->plugin, one hop less on hot paths */
     int index;
     char name[48];                /* "cuda:0" */
-    pthread_once_t once;          /* opens the device on first use */
-    keel_status_t open_status;
-    char open_reason[1024];
+    pthread_mutex_t open_lock;    /* guards the first open */
+    atomic_int opened;            /* 1 once open succeeded */
     void *ctx;
     struct keel_stream *default_stream;
 };
@@ -115,9 +117,11 @@ KEEL_HIDDEN void *keel__handle_alloc(uint32_t magic, size_t size);
 KEEL_HIDDEN void keel__handle_release(void *handle);
 
 /* ---- initialization and selection (core/init.c) ---- */
-/* Runs keel_init once; returns its status (environment/selection errors). */
+/* Runs keel_init once; returns its status (environment/selection errors),
+ * re-setting the thread's error detail when it is a failure. */
 KEEL_HIDDEN keel_status_t keel__ensure_init(void);
-/* Opens a device (once) and returns its status. */
+/* Checks a device handle and opens the device on first use (creating its
+ * default stream); on failure sets the error, prefixed with fn. */
 KEEL_HIDDEN keel_status_t keel__device_ready(struct keel_device *dev, const char *fn);
 
 /* ---- allocation registry (core/registry.c) ---- */
@@ -126,9 +130,10 @@ typedef struct keel__alloc {
     size_t size;
     keel_memory_kind_t kind;
     struct keel_device *device;
+    int stream_ordered;           /* from keel_malloc_async: freed through free_async */
 } keel__alloc_t;
 KEEL_HIDDEN keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kind,
-                                             struct keel_device *dev);
+                                             struct keel_device *dev, int stream_ordered);
 /* Removes an allocation by its exact base; INVALID_POINTER if none. */
 KEEL_HIDDEN keel_status_t keel__registry_remove(void *base, keel__alloc_t *out);
 /* Finds the allocation holding ptr; returns 1 and fills out, else 0. */
@@ -156,3 +161,16 @@ KEEL_HIDDEN const keel_backend_plugin_t *keel__cpu_backend_init(const keel_host_
     } while (0)
 
 #endif /* KEEL_CORE_INTERNAL_H */
+
+/* core/env.c: a decimal number with nothing around it, at most max; 0 or -1. */
+KEEL_HIDDEN int keel__parse_uint(const char *s, unsigned long long max, unsigned long long *out);
+/* core/log.c: KEEL_LOG's value to a level; 0 or -1. */
+KEEL_HIDDEN int keel__log_parse(const char *value, int *level);
+
+/* core/loader.c */
+KEEL_HIDDEN keel_status_t keel__loader_setup(const char *backend_path_env);
+KEEL_HIDDEN struct keel_backend *keel__backend_loaded(struct keel_backend *b); /* loads on first use */
+KEEL_HIDDEN int keel__backend_count(void);
+KEEL_HIDDEN struct keel_backend *keel__backend_at(int index);
+KEEL_HIDDEN struct keel_backend *keel__backend_named(const char *name);
+KEEL_HIDDEN void keel__backend_names(char *buf, size_t cap);

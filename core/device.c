@@ -1,0 +1,228 @@
+/* Public backend and device queries. */
+#include <stdio.h>
+#include <string.h>
+#include "core/internal.h"
+
+/* Backend listing works even when keel_init failed on the environment. */
+static void setup(void)
+{
+    (void)keel__ensure_init();
+}
+
+keel_status_t keel_backend_count(int *count)
+{
+    KEEL__CHECK_OUT(count, "keel_backend_count", "count");
+    setup();
+    *count = keel__backend_count();
+    return KEEL_OK;
+}
+
+keel_status_t keel_backend_get(int index, keel_backend_t **backend)
+{
+    KEEL__CHECK_OUT(backend, "keel_backend_get", "backend");
+    setup();
+    struct keel_backend *b = keel__backend_at(index);
+    if (!b)
+        return keel__set_error(KEEL_ERROR_OUT_OF_RANGE, "keel_backend_get: index %d is not in [0, %d)", index,
+                               keel__backend_count());
+    *backend = b;
+    return KEEL_OK;
+}
+
+keel_status_t keel_backend_find(const char *name, keel_backend_t **backend)
+{
+    KEEL__CHECK_OUT(backend, "keel_backend_find", "backend");
+    if (!name)
+        return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "keel_backend_find: name is NULL");
+    setup();
+    struct keel_backend *b = keel__backend_named(name);
+    if (!b) {
+        char known[512];
+        keel__backend_names(known, sizeof(known));
+        return keel__set_error(KEEL_ERROR_NOT_FOUND, "keel_backend_find: no backend named \"%s\" (known: %s)", name,
+                               known);
+    }
+    *backend = b;
+    return KEEL_OK;
+}
+
+keel_status_t keel_backend_get_info(keel_backend_t *backend, keel_backend_info_t *info)
+{
+    KEEL__CHECK_HANDLE(backend, KEEL__MAGIC_BACKEND, "keel_backend_get_info", "backend");
+    KEEL__CHECK_OUT(info, "keel_backend_get_info", "info");
+    if (info->struct_size < offsetof(keel_backend_info_t, name) + sizeof(info->name))
+        return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT,
+                               "keel_backend_get_info: info->struct_size is %zu; set it to sizeof(keel_backend_info_t)",
+                               info->struct_size);
+    struct keel_backend *b = keel__backend_loaded(backend);
+    keel_backend_info_t full = {
+        .struct_size = info->struct_size,
+        .name = b->name,
+        .description = b->status == KEEL_OK ? b->description : "",
+        .plugin_path = b->plugin_path[0] ? b->plugin_path : NULL,
+        .usable = b->status == KEEL_OK,
+        .status = b->status,
+        .reason = b->reason,
+        .device_count = b->device_count,
+        .abi_version = b->abi_version,
+    };
+    size_t n = info->struct_size < sizeof(full) ? info->struct_size : sizeof(full);
+    memcpy(info, &full, n);
+    return KEEL_OK;
+}
+
+keel_status_t keel_backend_get_device(keel_backend_t *backend, int index, keel_device_t **device)
+{
+    KEEL__CHECK_HANDLE(backend, KEEL__MAGIC_BACKEND, "keel_backend_get_device", "backend");
+    KEEL__CHECK_OUT(device, "keel_backend_get_device", "device");
+    struct keel_backend *b = keel__backend_loaded(backend);
+    if (b->status != KEEL_OK)
+        return keel__set_error(KEEL_ERROR_BACKEND_UNAVAILABLE, "keel_backend_get_device: backend %s is not usable: %s",
+                               b->name, b->reason);
+    if (index < 0 || index >= b->device_count)
+        return keel__set_error(KEEL_ERROR_NO_DEVICE, "keel_backend_get_device: backend %s has %d device(s); index %d",
+                               b->name, b->device_count, index);
+    *device = &b->devices[index];
+    return KEEL_OK;
+}
+
+keel_status_t keel_device_get(const char *backend_name, int index, keel_device_t **device)
+{
+    keel_backend_t *b;
+    keel_status_t st = keel_backend_find(backend_name, &b);
+    if (st != KEEL_OK)
+        return st;
+    return keel_backend_get_device(b, index, device);
+}
+
+keel_status_t keel__device_ready(struct keel_device *dev, const char *fn)
+{
+    KEEL__CHECK_HANDLE(dev, KEEL__MAGIC_DEVICE, fn, "device");
+    if (KEEL__UNLIKELY(!atomic_load_explicit(&dev->opened, memory_order_acquire))) {
+        keel_status_t st = KEEL_OK;
+        pthread_mutex_lock(&dev->open_lock);
+        if (!atomic_load_explicit(&dev->opened, memory_order_relaxed)) {
+            st = dev->plugin->device->open(dev->backend->ctx, dev->index, &dev->ctx);
+            if (st == KEEL_OK) {
+                struct keel_stream *s = keel__handle_alloc(KEEL__MAGIC_STREAM, sizeof(*s));
+                void *sctx = NULL;
+                if (!s) {
+                    st = keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "out of host memory");
+                } else if ((st = dev->plugin->stream->create(dev->ctx, 0, 0, &sctx)) != KEEL_OK) {
+                    keel__handle_release(s);
+                } else {
+                    s->device = dev;
+                    s->ctx = sctx;
+                    s->is_default = 1;
+                    dev->default_stream = s;
+                }
+                if (st != KEEL_OK && dev->plugin->device->close)
+                    dev->plugin->device->close(dev->ctx);
+            }
+            if (st == KEEL_OK)
+                atomic_store_explicit(&dev->opened, 1, memory_order_release);
+        }
+        pthread_mutex_unlock(&dev->open_lock);
+        if (st != KEEL_OK) {
+            char detail[2048];
+            snprintf(detail, sizeof(detail), "%s", keel_last_error());
+            return keel__set_error(st, "%s: cannot open %s: %s", fn, dev->name, detail);
+        }
+    }
+    return KEEL_OK;
+}
+
+keel_status_t keel_device_get_properties(keel_device_t *device, keel_device_properties_t *props)
+{
+    keel_status_t st = keel__device_ready(device, "keel_device_get_properties");
+    if (st != KEEL_OK)
+        return st;
+    KEEL__CHECK_OUT(props, "keel_device_get_properties", "props");
+    if (props->struct_size < sizeof(props->struct_size) + sizeof(props->name))
+        return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT,
+                               "keel_device_get_properties: props->struct_size is %zu; set it to "
+                               "sizeof(keel_device_properties_t)",
+                               props->struct_size);
+    keel_device_properties_t full;
+    memset(&full, 0, sizeof(full));
+    full.struct_size = sizeof(full);
+    full.pci_bus_id = -1;
+    st = device->plugin->device->get_properties(device->ctx, &full);
+    if (st != KEEL_OK)
+        return st;
+    snprintf(full.backend, sizeof(full.backend), "%.15s", device->backend->name);
+    full.index = device->index;
+    full.struct_size = props->struct_size;
+    memcpy(props, &full, props->struct_size < sizeof(full) ? props->struct_size : sizeof(full));
+    return KEEL_OK;
+}
+
+keel_status_t keel_device_memory_info(keel_device_t *device, size_t *free_bytes, size_t *total_bytes)
+{
+    keel_status_t st = keel__device_ready(device, "keel_device_memory_info");
+    if (st != KEEL_OK)
+        return st;
+    size_t f = 0, t = 0;
+    if (!device->plugin->device->memory_info)
+        return keel__set_error(KEEL_ERROR_NOT_SUPPORTED, "keel_device_memory_info: not supported by %s",
+                               device->backend->name);
+    st = device->plugin->device->memory_info(device->ctx, &f, &t);
+    if (st != KEEL_OK)
+        return st;
+    if (free_bytes)
+        *free_bytes = f;
+    if (total_bytes)
+        *total_bytes = t;
+    return KEEL_OK;
+}
+
+keel_status_t keel_device_get_backend(keel_device_t *device, keel_backend_t **backend)
+{
+    KEEL__CHECK_HANDLE(device, KEEL__MAGIC_DEVICE, "keel_device_get_backend", "device");
+    KEEL__CHECK_OUT(backend, "keel_device_get_backend", "backend");
+    *backend = device->backend;
+    return KEEL_OK;
+}
+
+keel_status_t keel_device_get_index(keel_device_t *device, int *index)
+{
+    KEEL__CHECK_HANDLE(device, KEEL__MAGIC_DEVICE, "keel_device_get_index", "device");
+    KEEL__CHECK_OUT(index, "keel_device_get_index", "index");
+    *index = device->index;
+    return KEEL_OK;
+}
+
+keel_status_t keel_device_synchronize(keel_device_t *device)
+{
+    keel_status_t st = keel__device_ready(device, "keel_device_synchronize");
+    if (st != KEEL_OK)
+        return st;
+    return device->plugin->device->synchronize(device->ctx);
+}
+
+keel_status_t keel_device_can_access_peer(keel_device_t *device, keel_device_t *peer, int *can_access)
+{
+    keel_status_t st = keel__device_ready(device, "keel_device_can_access_peer");
+    if (st != KEEL_OK)
+        return st;
+    if ((st = keel__device_ready(peer, "keel_device_can_access_peer")) != KEEL_OK)
+        return st;
+    KEEL__CHECK_OUT(can_access, "keel_device_can_access_peer", "can_access");
+    int can = 0;
+    if (device->backend == peer->backend && device != peer && device->plugin->device->can_access_peer) {
+        st = device->plugin->device->can_access_peer(device->ctx, peer->ctx, &can);
+        if (st != KEEL_OK)
+            return st;
+    } else if (device == peer) {
+        can = 1;
+    }
+    *can_access = can;
+    return KEEL_OK;
+}
+
+const char *keel_device_name(keel_device_t *device)
+{
+    if (!device || device->magic != KEEL__MAGIC_DEVICE)
+        return "(invalid device)";
+    return device->name;
+}

@@ -1,0 +1,45 @@
+/* The environment variables Keel reads: their table (for keel-info and
+ * docs) and the strict number parser they share. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include "core/internal.h"
+
+static const struct {
+    const char *name;
+    const char *description;
+} env_vars[] = {
+    {"KEEL_BACKEND", "backends in order of preference, comma-separated, ^name excludes (default cuda,hip,cpu)"},
+    {"KEEL_DEVICE", "device index within the selected backend (default 0)"},
+    {"KEEL_BACKEND_PATH", "colon-separated directories searched for keel-<name>.so before the install directory"},
+    {"KEEL_LOG", "log level: none, error, warn, info or debug (default none)"},
+    {"KEEL_CPU_DEVICES", "number of CPU devices to emulate, 1..64 (default 1)"},
+    {"KEEL_CPU_MEMORY_LIMIT", "memory cap of each CPU device in bytes, suffix K, M or G allowed (default none)"},
+    {"KEEL_CPU_THREADS", "worker threads of each CPU device, 1..1024 (default: online cores)"},
+    {"KEEL_CACHE_DIR", "directory of the run-time compilation cache (default $XDG_CACHE_HOME/keel or ~/.cache/keel)"},
+};
+
+keel_status_t keel_env_var_get(int index, const char **name, const char **description)
+{
+    if (index < 0 || (size_t)index >= sizeof(env_vars) / sizeof(env_vars[0]))
+        return keel__set_error(KEEL_ERROR_OUT_OF_RANGE, "keel_env_var_get: index %d is not in [0, %zu)", index,
+                               sizeof(env_vars) / sizeof(env_vars[0]));
+    if (name)
+        *name = env_vars[index].name;
+    if (description)
+        *description = env_vars[index].description;
+    return KEEL_OK;
+}
+
+int keel__parse_uint(const char *s, unsigned long long max, unsigned long long *out)
+{
+    if (!s || !isdigit((unsigned char)s[0]))
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end != '\0' || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}

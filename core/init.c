@@ -1,0 +1,205 @@
+/* keel_init: reads the environment once, sets up the backend table, and
+ * selects the default device from KEEL_BACKEND and KEEL_DEVICE. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/internal.h"
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static keel_status_t init_status;
+static char init_detail[2048];
+static struct keel_device *default_device;
+
+#define MAX_PREFS 32
+
+/* Records the first environment or selection failure of keel_init. */
+static void init_fail(keel_status_t st)
+{
+    if (init_status == KEEL_OK) {
+        init_status = st;
+        snprintf(init_detail, sizeof(init_detail), "%s", keel_last_error());
+    }
+}
+
+static const char *const default_order[] = {"cuda", "hip", "cpu"};
+
+/* Splits KEEL_BACKEND into the names to try, in order. Returns -1 (error set) on garbage. */
+static int parse_backend_list(const char *value, char names[][32], int *count)
+{
+    char excluded[MAX_PREFS][32];
+    int nex = 0, n = 0, pos = 0;
+    const char *p = value;
+    const char *form = "expected a comma-separated list of backend names in order of preference "
+                       "(e.g. \"cuda,cpu\"), each optionally prefixed with ^ to exclude it";
+    for (;;) {
+        pos++;
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        int exclude = len > 0 && p[0] == '^';
+        const char *name = p + exclude;
+        size_t nlen = len - (size_t)exclude;
+        if (nlen == 0 || nlen >= 32) {
+            keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT, "KEEL_BACKEND=\"%s\": entry %d is %s; %s", value, pos,
+                            nlen == 0 ? "empty" : "too long", form);
+            return -1;
+        }
+        char lower[32];
+        for (size_t i = 0; i < nlen; i++) {
+            unsigned char c = (unsigned char)name[i];
+            if (!isalnum(c) && c != '_') {
+                keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
+                                "KEEL_BACKEND=\"%s\": entry %d (\"%.*s\") has the character '%c'; %s", value, pos,
+                                (int)len, p, c, form);
+                return -1;
+            }
+            lower[i] = (char)tolower(c);
+        }
+        lower[nlen] = '\0';
+        if (exclude) {
+            if (nex < MAX_PREFS)
+                snprintf(excluded[nex++], 32, "%s", lower);
+        } else if (n < MAX_PREFS) {
+            snprintf(names[n++], 32, "%s", lower);
+        }
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    if (n == 0) /* only exclusions: they filter the default order */
+        for (size_t i = 0; i < sizeof(default_order) / sizeof(default_order[0]); i++)
+            snprintf(names[n++], 32, "%s", default_order[i]);
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        int drop = 0;
+        for (int j = 0; j < nex; j++)
+            drop |= strcmp(names[i], excluded[j]) == 0;
+        if (!drop)
+            memmove(names[kept++], names[i], 32);
+    }
+    if (kept == 0) {
+        keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT, "KEEL_BACKEND=\"%s\" excludes every backend it names; %s",
+                        value, form);
+        return -1;
+    }
+    *count = kept;
+    return 0;
+}
+
+static void select_default(const char *backend_env, long device_index)
+{
+    char names[MAX_PREFS][32];
+    int n = 0;
+    if (backend_env && backend_env[0]) {
+        if (parse_backend_list(backend_env, names, &n) != 0) {
+            init_fail(KEEL_ERROR_INVALID_ENVIRONMENT);
+            return;
+        }
+    } else {
+        for (size_t i = 0; i < sizeof(default_order) / sizeof(default_order[0]); i++)
+            snprintf(names[n++], 32, "%s", default_order[i]);
+    }
+    char why[2048] = "";
+    int env_error = 0;
+    for (int i = 0; i < n; i++) {
+        struct keel_backend *b = keel__backend_named(names[i]);
+        size_t used = strlen(why);
+        if (!b) {
+            char known[512];
+            keel__backend_names(known, sizeof(known));
+            snprintf(why + used, sizeof(why) - used, "%s%s: unknown backend (known: %s)", used ? "; " : "", names[i],
+                     known);
+            continue;
+        }
+        keel__backend_loaded(b);
+        if (b->status != KEEL_OK) {
+            env_error |= b->status == KEEL_ERROR_INVALID_ENVIRONMENT;
+            snprintf(why + used, sizeof(why) - used, "%s%s: %s", used ? "; " : "", b->name, b->reason);
+            keel__log(KEEL_LOG_INFO, "skipping backend %s: %s", b->name, b->reason);
+            continue;
+        }
+        if (device_index >= b->device_count) {
+            keel__set_error(KEEL_ERROR_NO_DEVICE, "KEEL_DEVICE=%ld, but backend %s has %d device(s) (0..%d)",
+                            device_index, b->name, b->device_count, b->device_count - 1);
+            init_fail(KEEL_ERROR_NO_DEVICE);
+            return;
+        }
+        default_device = &b->devices[device_index];
+        keel__log(KEEL_LOG_INFO, "selected %s (%s)", default_device->name, b->description);
+        return;
+    }
+    keel__set_error(env_error ? KEEL_ERROR_INVALID_ENVIRONMENT : KEEL_ERROR_BACKEND_UNAVAILABLE,
+                    "no usable backend for KEEL_BACKEND=\"%s\": %s", backend_env ? backend_env : "(unset: cuda,hip,cpu)",
+                    why);
+    init_fail(keel_last_status());
+}
+
+static void init_once_fn(void)
+{
+    char saved[2048];
+    keel_status_t saved_status = keel_last_status();
+    snprintf(saved, sizeof(saved), "%s", keel_last_error());
+
+    const char *log_env = getenv("KEEL_LOG");
+    if (log_env && log_env[0]) {
+        int level;
+        if (keel__log_parse(log_env, &level) == 0) {
+            keel_log_set_level((keel_log_level_t)level);
+        } else {
+            keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
+                            "KEEL_LOG=\"%s\" is not a log level; expected none, error, warn, info or debug", log_env);
+            init_fail(KEEL_ERROR_INVALID_ENVIRONMENT);
+        }
+    }
+    if (keel__loader_setup(getenv("KEEL_BACKEND_PATH")) != KEEL_OK)
+        init_fail(keel_last_status());
+
+    long device_index = 0;
+    const char *dev_env = getenv("KEEL_DEVICE");
+    if (dev_env && dev_env[0]) {
+        unsigned long long v;
+        if (keel__parse_uint(dev_env, 1u << 20, &v) != 0) {
+            keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
+                            "KEEL_DEVICE=\"%s\" is not a device index; expected a number 0, 1, 2, ...", dev_env);
+            init_fail(KEEL_ERROR_INVALID_ENVIRONMENT);
+        } else {
+            device_index = (long)v;
+        }
+    }
+    /* The CPU backend is built in and cheap to probe: probing it always makes
+     * garbage in its variables an error even when another backend is chosen. */
+    struct keel_backend *cpu = keel__backend_named("cpu");
+    keel__backend_loaded(cpu);
+    if (cpu->status == KEEL_ERROR_INVALID_ENVIRONMENT) {
+        keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT, "%s", cpu->reason);
+        init_fail(KEEL_ERROR_INVALID_ENVIRONMENT);
+    }
+    if (init_status == KEEL_OK)
+        select_default(getenv("KEEL_BACKEND"), device_index);
+    if (init_status != KEEL_OK)
+        keel__log(KEEL_LOG_ERROR, "%s", init_detail);
+    keel__set_error(saved_status, "%s", saved);
+}
+
+keel_status_t keel__ensure_init(void)
+{
+    pthread_once(&init_once, init_once_fn);
+    if (KEEL__UNLIKELY(init_status != KEEL_OK))
+        return keel__set_error(init_status, "%s", init_detail);
+    return KEEL_OK;
+}
+
+keel_status_t keel_init(void)
+{
+    return keel__ensure_init();
+}
+
+keel_status_t keel_device_default(keel_device_t **device)
+{
+    KEEL__CHECK_OUT(device, "keel_device_default", "device");
+    keel_status_t st = keel__ensure_init();
+    if (st != KEEL_OK)
+        return st;
+    *device = default_device;
+    return KEEL_OK;
+}

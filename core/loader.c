@@ -1,0 +1,309 @@
+/* The backend table and the plugin loader. Backends are known by name from
+ * the start (cpu, cuda, hip, and any keel-<name>.so found on the search
+ * path); each is loaded and probed on first need, once, and keeps the reason
+ * of its failure for keel-info and keel_backend_get_info. */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "core/internal.h"
+
+#define MAX_BACKENDS 32
+#define MAX_DIRS 32
+
+static struct keel_backend backends[MAX_BACKENDS];
+static int nbackends;
+static char *dirs[MAX_DIRS];
+static int ndirs;
+
+static keel_status_t host_set_error(keel_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    keel__set_error_v(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+static void host_log(int level, const char *fmt, ...)
+{
+    if (!keel__log_enabled(level))
+        return;
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    keel__log(level, "%s", line);
+}
+
+const keel_host_api_t keel__host_api = {
+    .abi_version = KEEL_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(keel_host_api_t),
+    .set_error = host_set_error,
+    .log = host_log,
+    .log_enabled = keel__log_enabled,
+};
+
+static struct keel_backend *add_backend(const char *name, int builtin)
+{
+    for (int i = 0; i < nbackends; i++)
+        if (strcmp(backends[i].name, name) == 0)
+            return &backends[i];
+    if (nbackends == MAX_BACKENDS)
+        return NULL;
+    struct keel_backend *b = &backends[nbackends++];
+    b->magic = KEEL__MAGIC_BACKEND;
+    snprintf(b->name, sizeof(b->name), "%s", name);
+    b->builtin = builtin;
+    b->status = KEEL_ERROR_BACKEND_UNAVAILABLE;
+    snprintf(b->reason, sizeof(b->reason), "not loaded yet");
+    pthread_mutex_init(&b->lock, NULL);
+    return b;
+}
+
+/* Plugin file names are keel-<name>.so with name in [a-z0-9_]. */
+static int plugin_name_of(const char *file, char *name, size_t cap)
+{
+    size_t len = strlen(file);
+    if (len <= 8 || strncmp(file, "keel-", 5) != 0 || strcmp(file + len - 3, ".so") != 0)
+        return -1;
+    size_t n = len - 8;
+    if (n >= cap)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        char c = file[5 + i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+            return -1;
+        name[i] = c;
+    }
+    name[n] = '\0';
+    return 0;
+}
+
+static void scan_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char name[32];
+    while ((e = readdir(d)) != NULL)
+        if (plugin_name_of(e->d_name, name, sizeof(name)) == 0)
+            add_backend(name, 0);
+    closedir(d);
+}
+
+keel_status_t keel__loader_setup(const char *path_env)
+{
+    keel_status_t st = KEEL_OK;
+    add_backend("cuda", 0);
+    add_backend("hip", 0);
+    add_backend("cpu", 1);
+    if (path_env) {
+        char *copy = strdup(path_env);
+        if (!copy)
+            return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_init: out of host memory");
+        char *save = NULL;
+        for (char *tok = strtok_r(copy, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
+            struct stat sb;
+            if (stat(tok, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+                if (st == KEEL_OK)
+                    st = keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
+                                         "KEEL_BACKEND_PATH=\"%s\": \"%s\" is not a directory; expected a "
+                                         "colon-separated list of directories holding keel-<name>.so plugins",
+                                         path_env, tok);
+                continue;
+            }
+            if (ndirs < MAX_DIRS - 1)
+                dirs[ndirs++] = strdup(tok);
+        }
+        free(copy);
+    }
+    dirs[ndirs++] = strdup(KEEL_PLUGIN_DIR);
+    for (int i = 0; i < ndirs; i++)
+        if (dirs[i])
+            scan_dir(dirs[i]);
+    return st;
+}
+
+static void fail(struct keel_backend *b, keel_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(struct keel_backend *b, keel_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->reason, sizeof(b->reason), fmt, ap);
+    va_end(ap);
+    b->status = status;
+    if (b->dl) {
+        dlclose(b->dl);
+        b->dl = NULL;
+    }
+    b->plugin = NULL;
+}
+
+static const keel_backend_plugin_t *open_plugin(struct keel_backend *b)
+{
+    char file[64];
+    snprintf(file, sizeof(file), "keel-%s.so", b->name);
+    char tried[1024] = "";
+    for (int i = 0; i < ndirs; i++) {
+        if (!dirs[i])
+            continue;
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s", dirs[i], file);
+        if (access(path, F_OK) != 0) {
+            size_t used = strlen(tried);
+            snprintf(tried + used, sizeof(tried) - used, "%s%s", used ? ", " : "", dirs[i]);
+            continue;
+        }
+        snprintf(b->plugin_path, sizeof(b->plugin_path), "%s", path);
+        dlerror();
+        b->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!b->dl) {
+            const char *why = dlerror();
+            fail(b, KEEL_ERROR_BACKEND_UNAVAILABLE, "cannot load %s: %s", path, why ? why : "unknown dlopen error");
+            return NULL;
+        }
+        keel_backend_init_fn_t init;
+        *(void **)&init = dlsym(b->dl, KEEL_BACKEND_INIT_SYMBOL);
+        if (!init) {
+            fail(b, KEEL_ERROR_BACKEND_UNAVAILABLE, "%s does not export %s(): not a Keel plugin", path,
+                 KEEL_BACKEND_INIT_SYMBOL);
+            return NULL;
+        }
+        const keel_backend_plugin_t *p = init(&keel__host_api);
+        if (!p) {
+            fail(b, KEEL_ERROR_BACKEND_UNAVAILABLE, "%s: %s() returned no plugin: %s", path,
+                 KEEL_BACKEND_INIT_SYMBOL, keel_last_error());
+            return NULL;
+        }
+        b->abi_version = (int)p->abi_version;
+        if (p->abi_version != KEEL_BACKEND_ABI_VERSION) {
+            fail(b, KEEL_ERROR_ABI_MISMATCH, "%s was built for plugin ABI version %u; this libkeel %s speaks version %d",
+                 path, p->abi_version, keel_version_string(), KEEL_BACKEND_ABI_VERSION);
+            return NULL;
+        }
+        return p;
+    }
+    fail(b, KEEL_ERROR_BACKEND_UNAVAILABLE, "plugin %s not found (searched %s)", file, tried[0] ? tried : "nothing");
+    return NULL;
+}
+
+static int plugin_complete(const keel_backend_plugin_t *p)
+{
+    return p->struct_size >= offsetof(keel_backend_plugin_t, ops) && p->name && p->probe && p->device &&
+           p->memory && p->stream && p->event && p->kernel && p->device->open && p->device->get_properties && p->device->synchronize &&
+           p->memory->alloc && p->memory->free && p->memory->memcpy_async && p->memory->memset_async &&
+           p->stream->create && p->stream->destroy && p->stream->synchronize && p->stream->query &&
+           p->stream->wait_event && p->stream->launch_host_func && p->event->create && p->event->destroy &&
+           p->event->record && p->event->synchronize && p->event->query && p->event->elapsed_time &&
+           p->kernel->launch && p->kernel->kernel_release;
+}
+
+static void load_backend(struct keel_backend *b)
+{
+    const keel_backend_plugin_t *p = b->builtin ? keel__cpu_backend_init(&keel__host_api) : open_plugin(b);
+    if (b->builtin)
+        snprintf(b->plugin_path, sizeof(b->plugin_path), "(built in)");
+    if (!p)
+        return;
+    if (b->builtin)
+        b->abi_version = (int)p->abi_version;
+    if (!plugin_complete(p)) {
+        fail(b, KEEL_ERROR_BACKEND_UNAVAILABLE, "%s lacks entries every plugin must provide (see keel/backend.h)",
+             b->plugin_path);
+        return;
+    }
+    if (strcmp(p->name, b->name) != 0) {
+        fail(b, KEEL_ERROR_BACKEND_UNAVAILABLE, "%s calls itself \"%s\", not \"%s\"", b->plugin_path, p->name,
+             b->name);
+        return;
+    }
+    int count = 0;
+    const char *desc = NULL;
+    keel_clear_error();
+    keel_status_t st = p->probe(&keel__host_api, &b->ctx, &count, &desc);
+    if (st != KEEL_OK) {
+        fail(b, st, "%s", keel_last_error()[0] ? keel_last_error() : keel_status_string(st));
+        return;
+    }
+    if (count <= 0) {
+        fail(b, KEEL_ERROR_NO_DEVICE, "the %s backend found no device", b->name);
+        return;
+    }
+    b->devices = calloc((size_t)count, sizeof(*b->devices));
+    if (!b->devices) {
+        fail(b, KEEL_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return;
+    }
+    for (int i = 0; i < count; i++) {
+        struct keel_device *d = &b->devices[i];
+        d->magic = KEEL__MAGIC_DEVICE;
+        d->backend = b;
+        d->plugin = p;
+        d->index = i;
+        snprintf(d->name, sizeof(d->name), "%s:%d", b->name, i);
+        pthread_mutex_init(&d->open_lock, NULL);
+    }
+    b->description = desc ? desc : b->name;
+    b->plugin = p;
+    b->device_count = count;
+    b->status = KEEL_OK;
+    b->reason[0] = '\0';
+}
+
+struct keel_backend *keel__backend_loaded(struct keel_backend *b)
+{
+    if (!atomic_load_explicit(&b->loaded, memory_order_acquire)) {
+        pthread_mutex_lock(&b->lock);
+        if (!atomic_load_explicit(&b->loaded, memory_order_relaxed)) {
+            /* Loading must not disturb the caller's last error. */
+            char saved[2048];
+            keel_status_t saved_status = keel_last_status();
+            snprintf(saved, sizeof(saved), "%s", keel_last_error());
+            load_backend(b);
+            if (b->status == KEEL_OK)
+                keel__log(KEEL_LOG_INFO, "backend %s: usable, %d device(s): %s", b->name, b->device_count,
+                          b->description);
+            else
+                keel__log(KEEL_LOG_INFO, "backend %s: not usable (%s): %s", b->name, keel_status_name(b->status),
+                          b->reason);
+            keel__set_error(saved_status, "%s", saved);
+            atomic_store_explicit(&b->loaded, 1, memory_order_release);
+        }
+        pthread_mutex_unlock(&b->lock);
+    }
+    return b;
+}
+
+int keel__backend_count(void)
+{
+    return nbackends;
+}
+
+struct keel_backend *keel__backend_at(int i)
+{
+    return (i >= 0 && i < nbackends) ? &backends[i] : NULL;
+}
+
+struct keel_backend *keel__backend_named(const char *name)
+{
+    for (int i = 0; i < nbackends; i++)
+        if (strcmp(backends[i].name, name) == 0)
+            return &backends[i];
+    return NULL;
+}
+
+void keel__backend_names(char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    for (int i = 0; i < nbackends; i++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", backends[i].name);
+    }
+}

@@ -1,0 +1,202 @@
+/* Public streams, events and host callbacks: handle checks, then the backend. */
+#include <stdio.h>
+#include "core/internal.h"
+
+#define STREAM(s, fn) KEEL__CHECK_HANDLE(s, KEEL__MAGIC_STREAM, fn, "stream")
+#define EVENT(e, fn) KEEL__CHECK_HANDLE(e, KEEL__MAGIC_EVENT, fn, "event")
+
+keel_status_t keel_stream_create(keel_device_t *device, unsigned flags, int priority, keel_stream_t **stream)
+{
+    keel_status_t st = keel__device_ready(device, "keel_stream_create");
+    if (st != KEEL_OK)
+        return st;
+    KEEL__CHECK_OUT(stream, "keel_stream_create", "stream");
+    if (flags != 0)
+        return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "keel_stream_create: unknown flags 0x%x (only 0 is valid)",
+                               flags);
+    int least = 0, greatest = 0;
+    if (device->plugin->device->stream_priority_range)
+        device->plugin->device->stream_priority_range(device->ctx, &least, &greatest);
+    /* Lower numbers are higher priority: clamp into [greatest, least]. */
+    if (priority < greatest)
+        priority = greatest;
+    if (priority > least)
+        priority = least;
+    struct keel_stream *s = keel__handle_alloc(KEEL__MAGIC_STREAM, sizeof(*s));
+    if (!s)
+        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_stream_create: out of host memory");
+    void *ctx = NULL;
+    st = device->plugin->stream->create(device->ctx, flags, priority, &ctx);
+    if (st != KEEL_OK) {
+        keel__handle_release(s);
+        return st;
+    }
+    s->device = device;
+    s->ctx = ctx;
+    s->flags = flags;
+    s->priority = priority;
+    *stream = s;
+    return KEEL_OK;
+}
+
+keel_status_t keel_stream_destroy(keel_stream_t *stream)
+{
+    STREAM(stream, "keel_stream_destroy");
+    if (stream->is_default)
+        return keel__set_error(KEEL_ERROR_INVALID_HANDLE,
+                               "keel_stream_destroy: the default stream of %s belongs to Keel and cannot be destroyed",
+                               stream->device->name);
+    if (atomic_load(&stream->capturing))
+        return keel__set_error(KEEL_ERROR_BUSY, "keel_stream_destroy: the stream is capturing a graph; end the capture first");
+    keel_status_t st = stream->device->plugin->stream->destroy(stream->ctx);
+    keel__handle_release(stream);
+    return st;
+}
+
+keel_status_t keel_device_default_stream(keel_device_t *device, keel_stream_t **stream)
+{
+    keel_status_t st = keel__device_ready(device, "keel_device_default_stream");
+    if (st != KEEL_OK)
+        return st;
+    KEEL__CHECK_OUT(stream, "keel_device_default_stream", "stream");
+    *stream = device->default_stream;
+    return KEEL_OK;
+}
+
+keel_status_t keel_device_stream_priority_range(keel_device_t *device, int *least, int *greatest)
+{
+    keel_status_t st = keel__device_ready(device, "keel_device_stream_priority_range");
+    if (st != KEEL_OK)
+        return st;
+    int l = 0, g = 0;
+    if (device->plugin->device->stream_priority_range &&
+        (st = device->plugin->device->stream_priority_range(device->ctx, &l, &g)) != KEEL_OK)
+        return st;
+    if (least)
+        *least = l;
+    if (greatest)
+        *greatest = g;
+    return KEEL_OK;
+}
+
+keel_status_t keel_stream_synchronize(keel_stream_t *stream)
+{
+    STREAM(stream, "keel_stream_synchronize");
+    if (atomic_load_explicit(&stream->capturing, memory_order_relaxed))
+        return keel__set_error(KEEL_ERROR_BUSY, "keel_stream_synchronize: the stream is capturing a graph");
+    return stream->device->plugin->stream->synchronize(stream->ctx);
+}
+
+keel_status_t keel_stream_query(keel_stream_t *stream)
+{
+    STREAM(stream, "keel_stream_query");
+    return stream->device->plugin->stream->query(stream->ctx);
+}
+
+keel_status_t keel_stream_get_device(keel_stream_t *stream, keel_device_t **device)
+{
+    STREAM(stream, "keel_stream_get_device");
+    KEEL__CHECK_OUT(device, "keel_stream_get_device", "device");
+    *device = stream->device;
+    return KEEL_OK;
+}
+
+keel_status_t keel_stream_get_priority(keel_stream_t *stream, int *priority)
+{
+    STREAM(stream, "keel_stream_get_priority");
+    KEEL__CHECK_OUT(priority, "keel_stream_get_priority", "priority");
+    *priority = stream->priority;
+    return KEEL_OK;
+}
+
+keel_status_t keel_stream_wait_event(keel_stream_t *stream, keel_event_t *event)
+{
+    STREAM(stream, "keel_stream_wait_event");
+    EVENT(event, "keel_stream_wait_event");
+    if (event->device->backend != stream->device->backend)
+        return keel__set_error(KEEL_ERROR_DEVICE_MISMATCH,
+                               "keel_stream_wait_event: the event is of %s and the stream of %s; waits cross devices "
+                               "of one backend only (synchronize the event on the host instead)",
+                               event->device->name, stream->device->name);
+    return stream->device->plugin->stream->wait_event(stream->ctx, event->ctx);
+}
+
+keel_status_t keel_stream_launch_host_func(keel_stream_t *stream, keel_host_fn_t fn, void *user_data)
+{
+    STREAM(stream, "keel_stream_launch_host_func");
+    if (!fn)
+        return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "keel_stream_launch_host_func: fn is NULL");
+    return stream->device->plugin->stream->launch_host_func(stream->ctx, fn, user_data);
+}
+
+keel_status_t keel_event_create(keel_device_t *device, unsigned flags, keel_event_t **event)
+{
+    keel_status_t st = keel__device_ready(device, "keel_event_create");
+    if (st != KEEL_OK)
+        return st;
+    KEEL__CHECK_OUT(event, "keel_event_create", "event");
+    if (flags & ~(unsigned)(KEEL_EVENT_DISABLE_TIMING | KEEL_EVENT_BLOCKING_SYNC))
+        return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "keel_event_create: unknown flags 0x%x", flags);
+    struct keel_event *e = keel__handle_alloc(KEEL__MAGIC_EVENT, sizeof(*e));
+    if (!e)
+        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_event_create: out of host memory");
+    void *ctx = NULL;
+    st = device->plugin->event->create(device->ctx, flags, &ctx);
+    if (st != KEEL_OK) {
+        keel__handle_release(e);
+        return st;
+    }
+    e->device = device;
+    e->ctx = ctx;
+    e->flags = flags;
+    *event = e;
+    return KEEL_OK;
+}
+
+keel_status_t keel_event_destroy(keel_event_t *event)
+{
+    EVENT(event, "keel_event_destroy");
+    keel_status_t st = event->device->plugin->event->destroy(event->ctx);
+    keel__handle_release(event);
+    return st;
+}
+
+keel_status_t keel_event_record(keel_event_t *event, keel_stream_t *stream)
+{
+    EVENT(event, "keel_event_record");
+    STREAM(stream, "keel_event_record");
+    if (event->device != stream->device)
+        return keel__set_error(KEEL_ERROR_DEVICE_MISMATCH, "keel_event_record: the event is of %s, the stream of %s",
+                               event->device->name, stream->device->name);
+    return stream->device->plugin->event->record(event->ctx, stream->ctx);
+}
+
+keel_status_t keel_event_synchronize(keel_event_t *event)
+{
+    EVENT(event, "keel_event_synchronize");
+    return event->device->plugin->event->synchronize(event->ctx);
+}
+
+keel_status_t keel_event_query(keel_event_t *event)
+{
+    EVENT(event, "keel_event_query");
+    return event->device->plugin->event->query(event->ctx);
+}
+
+keel_status_t keel_event_elapsed_time(keel_event_t *start, keel_event_t *end, float *ms)
+{
+    EVENT(start, "keel_event_elapsed_time");
+    EVENT(end, "keel_event_elapsed_time");
+    KEEL__CHECK_OUT(ms, "keel_event_elapsed_time", "ms");
+    if (start->device != end->device)
+        return keel__set_error(KEEL_ERROR_DEVICE_MISMATCH, "keel_event_elapsed_time: events of %s and %s",
+                               start->device->name, end->device->name);
+    if ((start->flags | end->flags) & KEEL_EVENT_DISABLE_TIMING)
+        return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT,
+                               "keel_event_elapsed_time: an event was created with KEEL_EVENT_DISABLE_TIMING");
+    float v = 0;
+    keel_status_t st = start->device->plugin->event->elapsed_time(start->ctx, end->ctx, &v);
+    if (st == KEEL_OK)
+        *ms = v;
+    return st;
+}
