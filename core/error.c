@@ -67,6 +67,13 @@ keel_status_t keel__set_error(keel_status_t status, const char *fmt, ...)
     return status;
 }
 
+void keel__restore_error(keel_status_t status, const char *detail)
+{
+    if (detail != tls_detail)
+        snprintf(tls_detail, sizeof(tls_detail), "%s", detail);
+    tls_status = status;
+}
+
 const char *keel_last_error(void)
 {
     return tls_detail;

@@ -178,7 +178,7 @@ static void init_once_fn(void)
         select_default(getenv("KEEL_BACKEND"), device_index);
     if (init_status != KEEL_OK)
         keel__log(KEEL_LOG_ERROR, "%s", init_detail);
-    keel__set_error(saved_status, "%s", saved);
+    keel__restore_error(saved_status, saved);
 }
 
 keel_status_t keel__ensure_init(void)

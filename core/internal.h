@@ -107,6 +107,8 @@ struct keel_graph_exec {
 /* ---- errors and logging (core/error.c, core/log.c) ---- */
 KEEL_HIDDEN keel_status_t keel__set_error(keel_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Puts back a saved error detail without logging it again. */
+KEEL_HIDDEN void keel__restore_error(keel_status_t status, const char *detail);
 KEEL_HIDDEN keel_status_t keel__set_error_v(keel_status_t status, const char *fmt, va_list ap);
 KEEL_HIDDEN void keel__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 KEEL_HIDDEN int keel__log_enabled(int level);

@@ -273,7 +273,7 @@ struct keel_backend *keel__backend_loaded(struct keel_backend *b)
             else
                 keel__log(KEEL_LOG_INFO, "backend %s: not usable (%s): %s", b->name, keel_status_name(b->status),
                           b->reason);
-            keel__set_error(saved_status, "%s", saved);
+            keel__restore_error(saved_status, saved);
             atomic_store_explicit(&b->loaded, 1, memory_order_release);
         }
         pthread_mutex_unlock(&b->lock);
