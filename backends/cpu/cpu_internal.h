@@ -1,0 +1,253 @@
+/* Internal layout of the built-in CPU backend: an emulated device is host
+ * memory plus a set of threads. Each stream owns one worker thread that runs
+ * its commands in order; each device owns a pool of helper threads that the
+ * running command may spread a kernel's blocks (or a parallel loop) over. */
+#ifndef KEEL_CPU_INTERNAL_H
+#define KEEL_CPU_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "core/internal.h"
+
+#define KEEL_CPU_MAX_DEVICES 64
+#define KEEL_CPU_MAX_THREADS 1024
+#define KEEL_CPU_ALIGN 256                           /* as cudaMalloc's guarantee */
+#define KEEL_CPU_SHARED_PER_BLOCK 65536              /* the default dynamic shared limit */
+#define KEEL_CPU_MAX_DYN_SHARED (64u * 1024 * 1024)   /* what set_max_dynamic_shared accepts */
+#define KEEL_CPU_ENQUEUE_MAX_PAYLOAD 512
+/* Bytes a command holds without a heap buffer: a cpu_enqueue payload, or the
+ * offsets and values of the arguments of a typical kernel. */
+#define KEEL_CPU_CMD_INLINE 640
+/* Below this many threads (grid x block) a launch runs on the stream's worker
+ * alone: waking the pool costs more than such a launch does. */
+#define KEEL_CPU_INLINE_THREADS 4096
+
+extern KEEL_HIDDEN const keel_host_api_t *keel__cpu_host;
+
+#define CPU_ERR(status, ...) (keel__cpu_host->set_error((status), __VA_ARGS__))
+
+/* ---- backend and device ---- */
+typedef struct cpu_backend {
+    int ndevices;
+    size_t mem_cap;   /* per device, 0 = no cap */
+    int threads;      /* pool size per device (counting the stream worker that joins in) */
+    int cores;
+    int clock_khz;
+    char model[160];
+    char vendor[64];
+    char arch[64];
+    char description[160];
+} cpu_backend_t;
+
+/* One parallel loop handed to the pool. Lives on the stack of the thread that
+ * submits it; that thread does not return before every user has left it. */
+typedef struct cpu_job {
+    void (*body)(void *arg, size_t begin, size_t end);
+    void *arg;
+    size_t n, grain;
+    atomic_size_t next;     /* first index not yet claimed */
+    int users;              /* pool threads working on it (pool lock) */
+    int linked;             /* still in the pool's list (pool lock) */
+    struct cpu_job *next_job;
+} cpu_job_t;
+
+typedef struct cpu_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t work_cv;   /* a job was posted, or stop */
+    pthread_cond_t done_cv;   /* a job lost its last user */
+    cpu_job_t *head, *tail;
+    pthread_t *threads;
+    int nthreads;             /* started helpers */
+    int wanted;               /* helpers to start: threads - 1 */
+    int started;              /* start attempted */
+    int stop;
+} cpu_pool_t;
+
+struct cpu_stream;
+
+typedef struct cpu_device {
+    cpu_backend_t *backend;
+    int index;
+    atomic_size_t used;           /* bytes allocated, counted against backend->mem_cap */
+    pthread_mutex_t lock;         /* the stream list */
+    struct cpu_stream *streams;
+    int next_stream_id;
+    cpu_pool_t pool;
+} cpu_device_t;
+
+/* ---- commands ---- */
+enum cpu_cmd_type {
+    CPU_CMD_LAUNCH = 1,
+    CPU_CMD_COPY,
+    CPU_CMD_SET,
+    CPU_CMD_HOST,
+    CPU_CMD_RECORD,
+    CPU_CMD_WAIT,
+    CPU_CMD_FREE,
+    CPU_CMD_CALL
+};
+
+struct cpu_event;
+
+typedef struct cpu_cmd {
+    struct cpu_cmd *next;
+    int type;
+    union {
+        struct {
+            keel_cpu_kernel_fn_t fn;
+            keel_dim3_t grid, block;
+            size_t shared_bytes;
+            unsigned nargs;           /* data: uint16 offsets[nargs], then the values */
+        } launch;
+        struct {
+            void *dst;
+            const void *src;
+            size_t bytes;
+        } copy;
+        struct {
+            void *dst;
+            int value;
+            size_t bytes;
+        } set;
+        struct {
+            keel_host_fn_t fn;
+            void *user_data;
+        } host;
+        struct {
+            struct cpu_event *event;  /* holds a reference */
+            uint64_t gen;             /* 0 in a graph: taken when replayed */
+        } ev;
+        struct {
+            void *ptr;
+        } free;
+        struct {
+            void (*fn)(void *payload);  /* payload in data */
+        } call;
+    } u;
+    size_t data_size;
+    unsigned char *data;      /* inline_buf or heap */
+    unsigned char *heap;
+    size_t heap_cap;
+    _Alignas(16) unsigned char inline_buf[KEEL_CPU_CMD_INLINE];
+} cpu_cmd_t;
+
+/* A captured sequence of commands; also the instantiated form (a copy). */
+typedef struct cpu_graph {
+    cpu_device_t *dev;
+    cpu_cmd_t *head, *tail;
+    size_t count;
+} cpu_graph_t;
+
+typedef struct cpu_stream {
+    cpu_device_t *dev;
+    int id;
+    pthread_mutex_t lock;
+    pthread_cond_t work_cv;   /* the worker waits for commands */
+    pthread_cond_t idle_cv;   /* synchronizers wait for completions */
+    cpu_cmd_t *head, *tail;   /* queued, not yet taken by the worker */
+    cpu_cmd_t *free_list;     /* recycled records: no malloc per command */
+    uint64_t submitted, completed;
+    int worker_sleeping;
+    int idle_waiters;
+    int stop;
+    pthread_t thread;
+    cpu_graph_t *capture;     /* non-NULL while capturing */
+    keel_status_t async_status;   /* first failure of a command, reported by synchronize */
+    char async_msg[256];
+    struct cpu_stream *prev, *next;   /* device's list (device lock) */
+} cpu_stream_t;
+
+typedef struct cpu_event {
+    unsigned flags;
+    atomic_int refs;          /* the owner + every command naming it */
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    uint64_t recorded;        /* generation of the last record */
+    uint64_t completed;       /* highest generation done */
+    struct timespec done_at;  /* CLOCK_MONOTONIC when 'completed' was reached */
+} cpu_event_t;
+
+typedef struct cpu_kernel {
+    cpu_device_t *dev;
+    keel_cpu_kernel_desc_t desc;
+    char name[128];
+    uint16_t offsets[KEEL_MAX_KERNEL_ARGS];   /* of each value in a launch's data */
+    size_t data_bytes;                        /* offsets + values */
+    atomic_size_t max_dyn_shared;
+} cpu_kernel_t;
+
+typedef struct cpu_module {
+    cpu_device_t *dev;
+    void *dl;
+    char path[4096];
+} cpu_module_t;
+
+/* Set on threads the backend runs, so parallel_for knows its pool. */
+extern KEEL_HIDDEN _Thread_local cpu_device_t *keel__cpu_tls_device;
+extern KEEL_HIDDEN _Thread_local int keel__cpu_tls_pool_worker;
+
+/* ---- cpu_backend.c ---- */
+KEEL_HIDDEN extern const keel_device_vtable_t keel__cpu_device_vtable;
+
+/* ---- cpu_pool.c ---- */
+KEEL_HIDDEN void keel__cpu_pool_init(cpu_pool_t *pool, int threads);
+KEEL_HIDDEN void keel__cpu_pool_fini(cpu_pool_t *pool);
+/* Runs body over [0, n) on dev's pool, the calling thread included. */
+KEEL_HIDDEN void keel__cpu_pool_run(cpu_device_t *dev, size_t n, size_t grain,
+                                    void (*body)(void *arg, size_t begin, size_t end), void *arg);
+/* Dynamic shared memory of the calling thread, grown to bytes; NULL on malloc failure. */
+KEEL_HIDDEN void *keel__cpu_thread_scratch(size_t bytes);
+KEEL_HIDDEN void keel__cpu_thread_scratch_free(void);
+
+/* ---- cpu_stream.c ---- */
+KEEL_HIDDEN extern const keel_stream_vtable_t keel__cpu_stream_vtable;
+/* Locks the stream and returns a record with room for data_bytes of data
+ * (NULL with the error set and the lock released on failure). */
+KEEL_HIDDEN cpu_cmd_t *keel__cpu_cmd_begin(cpu_stream_t *s, int type, size_t data_bytes, const char *fn);
+/* Queues (or captures) the record and unlocks the stream. */
+KEEL_HIDDEN void keel__cpu_cmd_commit(cpu_stream_t *s, cpu_cmd_t *c);
+/* Gives back a record taken by keel__cpu_cmd_begin and unlocks the stream. */
+KEEL_HIDDEN void keel__cpu_cmd_cancel(cpu_stream_t *s, cpu_cmd_t *c);
+/* Stream lock held: a record from the free list or the heap, data room ensured. */
+KEEL_HIDDEN cpu_cmd_t *keel__cpu_cmd_get(cpu_stream_t *s, size_t data_bytes);
+KEEL_HIDDEN int keel__cpu_cmd_reserve(cpu_cmd_t *c, size_t data_bytes);
+KEEL_HIDDEN void keel__cpu_cmd_free(cpu_cmd_t *c);
+/* Stream lock held: appends to the queue or to the capture, wakes the worker. */
+KEEL_HIDDEN void keel__cpu_cmd_push_locked(cpu_stream_t *s, cpu_cmd_t *c);
+/* Drops what a record references (event references). */
+KEEL_HIDDEN void keel__cpu_cmd_release_refs(cpu_cmd_t *c);
+KEEL_HIDDEN keel_status_t keel__cpu_stream_sync(cpu_stream_t *s);
+KEEL_HIDDEN void keel__cpu_stream_destroy_now(cpu_stream_t *s);
+KEEL_HIDDEN void keel__cpu_stream_fail(cpu_stream_t *s, keel_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- cpu_event.c ---- */
+KEEL_HIDDEN extern const keel_event_vtable_t keel__cpu_event_vtable;
+KEEL_HIDDEN void keel__cpu_event_ref(cpu_event_t *e);
+KEEL_HIDDEN void keel__cpu_event_unref(cpu_event_t *e);
+/* A new generation for a record (event lock taken inside). */
+KEEL_HIDDEN uint64_t keel__cpu_event_next_gen(cpu_event_t *e);
+KEEL_HIDDEN uint64_t keel__cpu_event_current_gen(cpu_event_t *e);
+KEEL_HIDDEN void keel__cpu_event_complete(cpu_event_t *e, uint64_t gen);
+KEEL_HIDDEN void keel__cpu_event_wait_gen(cpu_event_t *e, uint64_t gen);
+
+/* ---- cpu_memory.c ---- */
+KEEL_HIDDEN extern const keel_memory_vtable_t keel__cpu_memory_vtable;
+KEEL_HIDDEN void keel__cpu_mem_release(void *ptr);
+KEEL_HIDDEN void keel__cpu_copy(void *dst, const void *src, size_t bytes);
+KEEL_HIDDEN void keel__cpu_set(void *dst, int value, size_t bytes);
+
+/* ---- cpu_kernel.c ---- */
+KEEL_HIDDEN extern const keel_kernel_vtable_t keel__cpu_kernel_vtable;
+KEEL_HIDDEN void keel__cpu_run_launch(cpu_stream_t *s, cpu_cmd_t *c);
+
+/* ---- cpu_graph.c ---- */
+KEEL_HIDDEN extern const keel_graph_vtable_t keel__cpu_graph_vtable;
+KEEL_HIDDEN cpu_graph_t *keel__cpu_graph_new(cpu_device_t *dev);
+KEEL_HIDDEN void keel__cpu_graph_free(cpu_graph_t *g);
+
+#endif /* KEEL_CPU_INTERNAL_H */

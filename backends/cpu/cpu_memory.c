@@ -1,0 +1,209 @@
+/* Memory of an emulated device: host memory, 256-byte aligned, counted
+ * against the device's cap. A small header in front of each block remembers
+ * its device and size, so a free (which names only the pointer) gives the
+ * bytes back to the right device. Copies and memsets run on the stream's
+ * worker; big ones are spread over the device's pool. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+#define CPU_ALLOC_MAGIC 0x6b63706du
+
+typedef struct cpu_alloc_hdr {
+    cpu_device_t *dev;
+    size_t bytes;
+    uint32_t magic;
+    keel_memory_kind_t kind;
+} cpu_alloc_hdr_t;
+
+_Static_assert(sizeof(cpu_alloc_hdr_t) <= KEEL_CPU_ALIGN, "the header fits in the alignment padding");
+
+/* Big enough that waking the pool pays off. */
+#define CPU_PARALLEL_BYTES (8u << 20)
+#define CPU_CHUNK_BYTES (1u << 20)
+
+static const char *cpu_alloc_fn(keel_memory_kind_t kind)
+{
+    switch (kind) {
+    case KEEL_MEMORY_PINNED: return "keel_malloc_host";
+    case KEEL_MEMORY_MANAGED: return "keel_malloc_managed";
+    default: return "keel_malloc";
+    }
+}
+
+static keel_status_t cpu_alloc_kind(cpu_device_t *d, keel_memory_kind_t kind, size_t bytes, void **ptr,
+                                    const char *fn)
+{
+    size_t cap = d->backend->mem_cap;
+    if (bytes > SIZE_MAX - KEEL_CPU_ALIGN)
+        return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "%s: cpu:%d: %zu bytes cannot be allocated", fn, d->index, bytes);
+    if (cap) {
+        /* Reserve first, so concurrent allocations cannot pass the cap together. */
+        size_t used = atomic_load_explicit(&d->used, memory_order_relaxed);
+        do {
+            if (bytes > cap || used > cap - bytes)
+                return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY,
+                               "%s: cpu:%d memory cap of %zu bytes reached (%zu in use, %zu asked)", fn, d->index,
+                               cap, used, bytes);
+        } while (!atomic_compare_exchange_weak_explicit(&d->used, &used, used + bytes, memory_order_relaxed,
+                                                        memory_order_relaxed));
+    } else {
+        atomic_fetch_add_explicit(&d->used, bytes, memory_order_relaxed);
+    }
+    void *raw = NULL;
+    if (posix_memalign(&raw, KEEL_CPU_ALIGN, KEEL_CPU_ALIGN + bytes) != 0) {
+        atomic_fetch_sub_explicit(&d->used, bytes, memory_order_relaxed);
+        return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "%s: cpu:%d: the system could not allocate %zu bytes", fn, d->index,
+                       bytes);
+    }
+    cpu_alloc_hdr_t *h = raw;
+    h->dev = d;
+    h->bytes = bytes;
+    h->magic = CPU_ALLOC_MAGIC;
+    h->kind = kind;
+    *ptr = (unsigned char *)raw + KEEL_CPU_ALIGN;
+    return KEEL_OK;
+}
+
+void keel__cpu_mem_release(void *ptr)
+{
+    cpu_alloc_hdr_t *h = (cpu_alloc_hdr_t *)((unsigned char *)ptr - KEEL_CPU_ALIGN);
+    atomic_fetch_sub_explicit(&h->dev->used, h->bytes, memory_order_relaxed);
+    h->magic = 0;
+    free(h);
+}
+
+static keel_status_t cpu_mem_alloc(void *device_ctx, keel_memory_kind_t kind, size_t bytes, void **ptr)
+{
+    return cpu_alloc_kind(device_ctx, kind, bytes, ptr, cpu_alloc_fn(kind));
+}
+
+static keel_status_t cpu_mem_free(void *device_ctx, keel_memory_kind_t kind, void *ptr)
+{
+    cpu_alloc_hdr_t *h = (cpu_alloc_hdr_t *)((unsigned char *)ptr - KEEL_CPU_ALIGN);
+    if (h->magic != CPU_ALLOC_MAGIC)
+        return CPU_ERR(KEEL_ERROR_INVALID_POINTER, "keel_free: %p was not allocated by the cpu backend", ptr);
+    keel__cpu_mem_release(ptr);
+    return KEEL_OK;
+}
+
+static keel_status_t cpu_mem_alloc_async(void *stream_ctx, size_t bytes, void **ptr)
+{
+    cpu_stream_t *s = stream_ctx;
+    return cpu_alloc_kind(s->dev, KEEL_MEMORY_DEVICE, bytes, ptr, "keel_malloc_async");
+}
+
+static keel_status_t cpu_mem_free_async(void *stream_ctx, void *ptr)
+{
+    cpu_stream_t *s = stream_ctx;
+    cpu_cmd_t *c = keel__cpu_cmd_begin(s, CPU_CMD_FREE, 0, "keel_free_async");
+    if (!c)
+        return KEEL_ERROR_OUT_OF_MEMORY;
+    if (s->capture) {
+        /* Each replay would free the same block again. */
+        keel__cpu_cmd_cancel(s, c);
+        return CPU_ERR(KEEL_ERROR_NOT_SUPPORTED,
+                       "keel_free_async: cpu:%d: a stream-ordered free cannot be captured into a graph", s->dev->index);
+    }
+    c->u.free.ptr = ptr;
+    keel__cpu_cmd_commit(s, c);
+    return KEEL_OK;
+}
+
+typedef struct cpu_copy_job {
+    unsigned char *dst;
+    const unsigned char *src;
+    int value;
+} cpu_copy_job_t;
+
+static void cpu_copy_body(void *arg, size_t begin, size_t end)
+{
+    cpu_copy_job_t *j = arg;
+    memcpy(j->dst + begin * CPU_CHUNK_BYTES, j->src + begin * CPU_CHUNK_BYTES, (end - begin) * CPU_CHUNK_BYTES);
+}
+
+static void cpu_set_body(void *arg, size_t begin, size_t end)
+{
+    cpu_copy_job_t *j = arg;
+    memset(j->dst + begin * CPU_CHUNK_BYTES, j->value, (end - begin) * CPU_CHUNK_BYTES);
+}
+
+void keel__cpu_copy(void *dst, const void *src, size_t bytes)
+{
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    if (d == s || bytes == 0)
+        return;
+    int overlap = d < s + bytes && s < d + bytes;
+    cpu_device_t *dev = keel__cpu_tls_device;
+    if (overlap || bytes < CPU_PARALLEL_BYTES || !dev || dev->pool.wanted == 0) {
+        memmove(d, s, bytes);
+        return;
+    }
+    cpu_copy_job_t j = {d, s, 0};
+    size_t chunks = bytes / CPU_CHUNK_BYTES;
+    keel__cpu_pool_run(dev, chunks, 1, cpu_copy_body, &j);
+    memcpy(d + chunks * CPU_CHUNK_BYTES, s + chunks * CPU_CHUNK_BYTES, bytes - chunks * CPU_CHUNK_BYTES);
+}
+
+void keel__cpu_set(void *dst, int value, size_t bytes)
+{
+    cpu_device_t *dev = keel__cpu_tls_device;
+    if (bytes < CPU_PARALLEL_BYTES || !dev || dev->pool.wanted == 0) {
+        memset(dst, value, bytes);
+        return;
+    }
+    cpu_copy_job_t j = {dst, NULL, value};
+    size_t chunks = bytes / CPU_CHUNK_BYTES;
+    keel__cpu_pool_run(dev, chunks, 1, cpu_set_body, &j);
+    memset((unsigned char *)dst + chunks * CPU_CHUNK_BYTES, value, bytes - chunks * CPU_CHUNK_BYTES);
+}
+
+static keel_status_t cpu_enqueue_copy(cpu_stream_t *s, void *dst, const void *src, size_t bytes, const char *fn)
+{
+    cpu_cmd_t *c = keel__cpu_cmd_begin(s, CPU_CMD_COPY, 0, fn);
+    if (!c)
+        return KEEL_ERROR_OUT_OF_MEMORY;
+    c->u.copy.dst = dst;
+    c->u.copy.src = src;
+    c->u.copy.bytes = bytes;
+    keel__cpu_cmd_commit(s, c);
+    return KEEL_OK;
+}
+
+static keel_status_t cpu_mem_memcpy_async(void *stream_ctx, void *dst, keel_memory_kind_t dst_kind, const void *src,
+                                          keel_memory_kind_t src_kind, size_t bytes)
+{
+    return cpu_enqueue_copy(stream_ctx, dst, src, bytes, "keel_memcpy_async");
+}
+
+static keel_status_t cpu_mem_memset_async(void *stream_ctx, void *dst, int value, size_t bytes)
+{
+    cpu_stream_t *s = stream_ctx;
+    cpu_cmd_t *c = keel__cpu_cmd_begin(s, CPU_CMD_SET, 0, "keel_memset_async");
+    if (!c)
+        return KEEL_ERROR_OUT_OF_MEMORY;
+    c->u.set.dst = dst;
+    c->u.set.value = value;
+    c->u.set.bytes = bytes;
+    keel__cpu_cmd_commit(s, c);
+    return KEEL_OK;
+}
+
+static keel_status_t cpu_mem_memcpy_peer_async(void *stream_ctx, void *dst, void *dst_device_ctx, const void *src,
+                                               void *src_device_ctx, size_t bytes)
+{
+    return cpu_enqueue_copy(stream_ctx, dst, src, bytes, "keel_memcpy_peer_async");
+}
+
+const keel_memory_vtable_t keel__cpu_memory_vtable = {
+    .alloc = cpu_mem_alloc,
+    .free = cpu_mem_free,
+    .alloc_async = cpu_mem_alloc_async,
+    .free_async = cpu_mem_free_async,
+    .memcpy_async = cpu_mem_memcpy_async,
+    .memcpy_sync = NULL,   /* the core enqueues on the default stream and waits */
+    .memset_async = cpu_mem_memset_async,
+    .memcpy_peer_async = cpu_mem_memcpy_peer_async,
+};

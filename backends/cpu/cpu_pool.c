@@ -1,0 +1,233 @@
+/* The per-device thread pool and keel__cpu_parallel_for.
+ *
+ * The thread that submits a loop (a stream worker) takes chunks itself along
+ * with the helpers, so a pool of N threads has N-1 helpers, and a loop never
+ * waits on a helper that has not started on it. Helpers start on the first
+ * loop that needs them, so a device that only copies never starts any. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_enqueue.h"
+#include "backends/cpu/cpu_internal.h"
+
+_Thread_local cpu_device_t *keel__cpu_tls_device;
+_Thread_local int keel__cpu_tls_pool_worker;
+
+/* Per-thread dynamic shared memory of kernels; freed by the thread at exit
+ * (the key's destructor) so joined workers leave nothing behind. */
+typedef struct cpu_scratch {
+    void *buf;
+    size_t cap;
+} cpu_scratch_t;
+
+static pthread_key_t cpu_scratch_key;
+static pthread_once_t cpu_scratch_once = PTHREAD_ONCE_INIT;
+
+static void cpu_scratch_destroy(void *p)
+{
+    cpu_scratch_t *sc = p;
+    free(sc->buf);
+    free(sc);
+}
+
+static void cpu_scratch_key_init(void)
+{
+    pthread_key_create(&cpu_scratch_key, cpu_scratch_destroy);
+}
+
+void *keel__cpu_thread_scratch(size_t bytes)
+{
+    pthread_once(&cpu_scratch_once, cpu_scratch_key_init);
+    cpu_scratch_t *sc = pthread_getspecific(cpu_scratch_key);
+    if (!sc) {
+        sc = calloc(1, sizeof *sc);
+        if (!sc || pthread_setspecific(cpu_scratch_key, sc) != 0) {
+            free(sc);
+            return NULL;
+        }
+    }
+    if (sc->cap < bytes) {
+        size_t cap = sc->cap ? sc->cap : 4096;
+        while (cap < bytes)
+            cap = cap > SIZE_MAX / 2 ? bytes : cap * 2;
+        void *nb = aligned_alloc(64, (cap + 63) & ~(size_t)63);
+        if (!nb)
+            return NULL;
+        free(sc->buf);
+        sc->buf = nb;
+        sc->cap = cap;
+    }
+    return sc->buf;
+}
+
+void keel__cpu_thread_scratch_free(void)
+{
+    pthread_once(&cpu_scratch_once, cpu_scratch_key_init);
+    cpu_scratch_t *sc = pthread_getspecific(cpu_scratch_key);
+    if (sc) {
+        pthread_setspecific(cpu_scratch_key, NULL);
+        cpu_scratch_destroy(sc);
+    }
+}
+
+/* ---- the pool ---- */
+
+void keel__cpu_pool_init(cpu_pool_t *pool, int threads)
+{
+    memset(pool, 0, sizeof *pool);
+    pthread_mutex_init(&pool->lock, NULL);
+    pthread_cond_init(&pool->work_cv, NULL);
+    pthread_cond_init(&pool->done_cv, NULL);
+    pool->wanted = threads > 1 ? threads - 1 : 0;
+}
+
+static void cpu_job_unlink_locked(cpu_pool_t *pool, cpu_job_t *job)
+{
+    if (!job->linked)
+        return;
+    cpu_job_t **pp = &pool->head, *prev = NULL;
+    while (*pp && *pp != job) {
+        prev = *pp;
+        pp = &(*pp)->next_job;
+    }
+    if (*pp) {
+        *pp = job->next_job;
+        if (pool->tail == job)
+            pool->tail = prev;
+    }
+    job->linked = 0;
+}
+
+static void cpu_job_work(cpu_job_t *job)
+{
+    for (;;) {
+        size_t begin = atomic_fetch_add_explicit(&job->next, job->grain, memory_order_relaxed);
+        if (begin >= job->n)
+            break;
+        size_t end = job->n - begin < job->grain ? job->n : begin + job->grain;
+        job->body(job->arg, begin, end);
+    }
+}
+
+static void *cpu_helper_main(void *p)
+{
+    cpu_device_t *dev = p;
+    cpu_pool_t *pool = &dev->pool;
+    keel__cpu_tls_device = dev;
+    keel__cpu_tls_pool_worker = 1;
+    pthread_mutex_lock(&pool->lock);
+    for (;;) {
+        while (!pool->head && !pool->stop)
+            pthread_cond_wait(&pool->work_cv, &pool->lock);
+        if (pool->stop && !pool->head)
+            break;
+        cpu_job_t *job = pool->head;
+        job->users++;
+        pthread_mutex_unlock(&pool->lock);
+        cpu_job_work(job);
+        pthread_mutex_lock(&pool->lock);
+        /* Every chunk is claimed: no later helper should pick the job up. */
+        cpu_job_unlink_locked(pool, job);
+        if (--job->users == 0)
+            pthread_cond_broadcast(&pool->done_cv);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    keel__cpu_thread_scratch_free();
+    return NULL;
+}
+
+/* Pool lock held. A helper that fails to start just leaves fewer helpers. */
+static void cpu_pool_start_locked(cpu_device_t *dev)
+{
+    cpu_pool_t *pool = &dev->pool;
+    pool->started = 1;
+    if (pool->wanted == 0)
+        return;
+    pool->threads = calloc((size_t)pool->wanted, sizeof *pool->threads);
+    if (!pool->threads)
+        return;
+    for (int i = 0; i < pool->wanted; i++) {
+        if (pthread_create(&pool->threads[pool->nthreads], NULL, cpu_helper_main, dev) != 0)
+            break;
+#ifdef __GLIBC__
+        char name[32];
+        snprintf(name, sizeof name, "keel-cpu%d-p%d", dev->index, i);
+        name[15] = '\0';   /* the kernel keeps 15 characters */
+        pthread_setname_np(pool->threads[pool->nthreads], name);
+#endif
+        pool->nthreads++;
+    }
+    if (pool->nthreads == 0 && keel__cpu_host && keel__cpu_host->log)
+        keel__cpu_host->log(KEEL_LOG_WARN, "cpu:%d: could not start pool threads; running kernels on one thread",
+                            dev->index);
+}
+
+void keel__cpu_pool_fini(cpu_pool_t *pool)
+{
+    pthread_mutex_lock(&pool->lock);
+    pool->stop = 1;
+    pthread_cond_broadcast(&pool->work_cv);
+    pthread_mutex_unlock(&pool->lock);
+    for (int i = 0; i < pool->nthreads; i++)
+        pthread_join(pool->threads[i], NULL);
+    free(pool->threads);
+    pool->threads = NULL;
+    pool->nthreads = 0;
+    pthread_cond_destroy(&pool->work_cv);
+    pthread_cond_destroy(&pool->done_cv);
+    pthread_mutex_destroy(&pool->lock);
+}
+
+void keel__cpu_pool_run(cpu_device_t *dev, size_t n, size_t grain,
+                        void (*body)(void *arg, size_t begin, size_t end), void *arg)
+{
+    cpu_pool_t *pool = &dev->pool;
+    if (grain == 0)
+        grain = 1;
+    if (n <= grain || pool->wanted == 0 || keel__cpu_tls_pool_worker) {
+        body(arg, 0, n);
+        return;
+    }
+    pthread_mutex_lock(&pool->lock);
+    if (!pool->started)
+        cpu_pool_start_locked(dev);
+    int helpers = pool->nthreads;
+    if (helpers == 0) {
+        pthread_mutex_unlock(&pool->lock);
+        body(arg, 0, n);
+        return;
+    }
+    /* A few chunks per thread evens out blocks of unequal cost. */
+    size_t parts = (size_t)(helpers + 1) * 4;
+    size_t even = n / parts + (n % parts != 0);
+    cpu_job_t job = {.body = body, .arg = arg, .n = n, .grain = even > grain ? even : grain, .linked = 1};
+    atomic_init(&job.next, 0);
+    if (pool->tail)
+        pool->tail->next_job = &job;
+    else
+        pool->head = &job;
+    pool->tail = &job;
+    pthread_cond_broadcast(&pool->work_cv);
+    pthread_mutex_unlock(&pool->lock);
+
+    cpu_job_work(&job);
+
+    pthread_mutex_lock(&pool->lock);
+    cpu_job_unlink_locked(pool, &job);
+    while (job.users > 0)
+        pthread_cond_wait(&pool->done_cv, &pool->lock);
+    pthread_mutex_unlock(&pool->lock);
+}
+
+void keel__cpu_parallel_for(size_t n, size_t grain, void (*body)(void *arg, size_t begin, size_t end), void *arg)
+{
+    if (n == 0)
+        return;
+    cpu_device_t *dev = keel__cpu_tls_device;
+    if (!dev) {
+        body(arg, 0, n);
+        return;
+    }
+    keel__cpu_pool_run(dev, n, grain, body, arg);
+}

@@ -1,0 +1,401 @@
+/* Streams: one worker thread each, running a queue of command records in
+ * order. Records are recycled through a per-stream free list, so a steady
+ * stream of work allocates nothing. While a stream captures, records go to
+ * the capture graph instead of the queue. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_enqueue.h"
+#include "backends/cpu/cpu_internal.h"
+
+/* ---- records ---- */
+
+int keel__cpu_cmd_reserve(cpu_cmd_t *c, size_t data_bytes)
+{
+    c->data_size = data_bytes;
+    if (data_bytes <= sizeof c->inline_buf) {
+        c->data = c->inline_buf;
+        return 0;
+    }
+    if (c->heap_cap < data_bytes) {
+        unsigned char *nb = aligned_alloc(16, (data_bytes + 15) & ~(size_t)15);
+        if (!nb)
+            return -1;
+        free(c->heap);
+        c->heap = nb;
+        c->heap_cap = data_bytes;
+    }
+    c->data = c->heap;
+    return 0;
+}
+
+void keel__cpu_cmd_free(cpu_cmd_t *c)
+{
+    free(c->heap);
+    free(c);
+}
+
+cpu_cmd_t *keel__cpu_cmd_get(cpu_stream_t *s, size_t data_bytes)
+{
+    cpu_cmd_t *c = s->free_list;
+    if (c)
+        s->free_list = c->next;
+    else if (!(c = malloc(sizeof *c)))
+        return NULL;
+    else {
+        c->heap = NULL;
+        c->heap_cap = 0;
+    }
+    c->next = NULL;
+    if (keel__cpu_cmd_reserve(c, data_bytes) != 0) {
+        c->next = s->free_list;
+        s->free_list = c;
+        return NULL;
+    }
+    return c;
+}
+
+void keel__cpu_cmd_release_refs(cpu_cmd_t *c)
+{
+    if (c->type == CPU_CMD_RECORD || c->type == CPU_CMD_WAIT)
+        keel__cpu_event_unref(c->u.ev.event);
+}
+
+cpu_cmd_t *keel__cpu_cmd_begin(cpu_stream_t *s, int type, size_t data_bytes, const char *fn)
+{
+    pthread_mutex_lock(&s->lock);
+    cpu_cmd_t *c = keel__cpu_cmd_get(s, data_bytes);
+    if (!c) {
+        pthread_mutex_unlock(&s->lock);
+        CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "%s: cpu:%d: out of memory for a command of %zu bytes", fn, s->dev->index,
+                data_bytes);
+        return NULL;
+    }
+    c->type = type;
+    return c;
+}
+
+void keel__cpu_cmd_push_locked(cpu_stream_t *s, cpu_cmd_t *c)
+{
+    c->next = NULL;
+    if (s->capture) {
+        cpu_graph_t *g = s->capture;
+        if (g->tail)
+            g->tail->next = c;
+        else
+            g->head = c;
+        g->tail = c;
+        g->count++;
+        return;
+    }
+    if (s->tail)
+        s->tail->next = c;
+    else
+        s->head = c;
+    s->tail = c;
+    s->submitted++;
+    if (s->worker_sleeping)
+        pthread_cond_signal(&s->work_cv);
+}
+
+void keel__cpu_cmd_commit(cpu_stream_t *s, cpu_cmd_t *c)
+{
+    keel__cpu_cmd_push_locked(s, c);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void keel__cpu_cmd_cancel(cpu_stream_t *s, cpu_cmd_t *c)
+{
+    c->next = s->free_list;
+    s->free_list = c;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- the worker ---- */
+
+void keel__cpu_stream_fail(cpu_stream_t *s, keel_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    pthread_mutex_lock(&s->lock);
+    if (s->async_status == KEEL_OK) {
+        s->async_status = status;
+        va_start(ap, fmt);
+        vsnprintf(s->async_msg, sizeof s->async_msg, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void cpu_cmd_run(cpu_stream_t *s, cpu_cmd_t *c)
+{
+    switch (c->type) {
+    case CPU_CMD_LAUNCH:
+        keel__cpu_run_launch(s, c);
+        break;
+    case CPU_CMD_COPY:
+        keel__cpu_copy(c->u.copy.dst, c->u.copy.src, c->u.copy.bytes);
+        break;
+    case CPU_CMD_SET:
+        keel__cpu_set(c->u.set.dst, c->u.set.value, c->u.set.bytes);
+        break;
+    case CPU_CMD_HOST:
+        c->u.host.fn(c->u.host.user_data);
+        break;
+    case CPU_CMD_RECORD:
+        keel__cpu_event_complete(c->u.ev.event, c->u.ev.gen);
+        break;
+    case CPU_CMD_WAIT:
+        keel__cpu_event_wait_gen(c->u.ev.event, c->u.ev.gen);
+        break;
+    case CPU_CMD_FREE:
+        keel__cpu_mem_release(c->u.free.ptr);
+        break;
+    case CPU_CMD_CALL:
+        c->u.call.fn(c->data);
+        break;
+    }
+    keel__cpu_cmd_release_refs(c);
+}
+
+static void *cpu_stream_main(void *p)
+{
+    cpu_stream_t *s = p;
+    keel__cpu_tls_device = s->dev;
+    keel__cpu_tls_pool_worker = 0;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->head && !s->stop) {
+            s->worker_sleeping = 1;
+            pthread_cond_wait(&s->work_cv, &s->lock);
+            s->worker_sleeping = 0;
+        }
+        cpu_cmd_t *c = s->head;
+        if (!c)
+            break;   /* stop, and the queue is drained */
+        s->head = c->next;
+        if (!s->head)
+            s->tail = NULL;
+        pthread_mutex_unlock(&s->lock);
+        cpu_cmd_run(s, c);
+        pthread_mutex_lock(&s->lock);
+        c->next = s->free_list;
+        s->free_list = c;
+        s->completed++;
+        if (s->idle_waiters)
+            pthread_cond_broadcast(&s->idle_cv);
+    }
+    pthread_mutex_unlock(&s->lock);
+    keel__cpu_thread_scratch_free();
+    return NULL;
+}
+
+/* ---- entries ---- */
+
+static keel_status_t cpu_stream_create(void *device_ctx, unsigned flags, int priority, void **stream_ctx)
+{
+    cpu_device_t *d = device_ctx;
+    cpu_stream_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "keel_stream_create: cpu:%d: out of memory", d->index);
+    s->dev = d;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->work_cv, NULL);
+    pthread_cond_init(&s->idle_cv, NULL);
+    pthread_mutex_lock(&d->lock);
+    s->id = d->next_stream_id++;
+    int rc = pthread_create(&s->thread, NULL, cpu_stream_main, s);
+    if (rc != 0) {
+        pthread_mutex_unlock(&d->lock);
+        pthread_cond_destroy(&s->work_cv);
+        pthread_cond_destroy(&s->idle_cv);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return CPU_ERR(KEEL_ERROR_BACKEND, "keel_stream_create: cpu:%d: cannot start the stream's worker thread: %s",
+                       d->index, strerror(rc));
+    }
+#ifdef __GLIBC__
+    char name[32];
+    snprintf(name, sizeof name, "keel-cpu%d-s%d", d->index, s->id);
+    name[15] = '\0';   /* the kernel keeps 15 characters */
+    pthread_setname_np(s->thread, name);
+#endif
+    s->next = d->streams;
+    if (d->streams)
+        d->streams->prev = s;
+    d->streams = s;
+    pthread_mutex_unlock(&d->lock);
+    *stream_ctx = s;
+    return KEEL_OK;
+}
+
+/* Waits for the work submitted before the call; reports (once) the first
+ * asynchronous failure a command hit. */
+keel_status_t keel__cpu_stream_sync(cpu_stream_t *s)
+{
+    keel_status_t st = KEEL_OK;
+    pthread_mutex_lock(&s->lock);
+    uint64_t target = s->submitted;
+    if (s->completed < target) {
+        s->idle_waiters++;
+        while (s->completed < target)
+            pthread_cond_wait(&s->idle_cv, &s->lock);
+        s->idle_waiters--;
+    }
+    if (s->async_status != KEEL_OK) {
+        st = CPU_ERR(s->async_status, "%s", s->async_msg);
+        s->async_status = KEEL_OK;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+void keel__cpu_stream_destroy_now(cpu_stream_t *s)
+{
+    cpu_device_t *d = s->dev;
+    pthread_mutex_lock(&d->lock);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        d->streams = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    pthread_mutex_unlock(&d->lock);
+
+    pthread_mutex_lock(&s->lock);
+    s->stop = 1;
+    pthread_cond_signal(&s->work_cv);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+
+    if (s->capture)
+        keel__cpu_graph_free(s->capture);
+    while (s->free_list) {
+        cpu_cmd_t *c = s->free_list;
+        s->free_list = c->next;
+        keel__cpu_cmd_free(c);
+    }
+    pthread_cond_destroy(&s->work_cv);
+    pthread_cond_destroy(&s->idle_cv);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+static keel_status_t cpu_stream_destroy(void *stream_ctx)
+{
+    keel__cpu_stream_destroy_now(stream_ctx);
+    return KEEL_OK;
+}
+
+static keel_status_t cpu_stream_synchronize(void *stream_ctx)
+{
+    return keel__cpu_stream_sync(stream_ctx);
+}
+
+static keel_status_t cpu_stream_query(void *stream_ctx)
+{
+    cpu_stream_t *s = stream_ctx;
+    pthread_mutex_lock(&s->lock);
+    int idle = s->completed == s->submitted;
+    pthread_mutex_unlock(&s->lock);
+    return idle ? KEEL_OK : KEEL_ERROR_NOT_READY;
+}
+
+static keel_status_t cpu_stream_wait_event(void *stream_ctx, void *event_ctx)
+{
+    cpu_stream_t *s = stream_ctx;
+    cpu_event_t *e = event_ctx;
+    pthread_mutex_lock(&s->lock);
+    uint64_t gen = 0;
+    if (!s->capture) {
+        gen = keel__cpu_event_current_gen(e);
+        if (gen == 0) {   /* never recorded: complete, nothing to wait for */
+            pthread_mutex_unlock(&s->lock);
+            return KEEL_OK;
+        }
+    }
+    cpu_cmd_t *c = keel__cpu_cmd_get(s, 0);
+    if (!c) {
+        pthread_mutex_unlock(&s->lock);
+        return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "keel_stream_wait_event: cpu:%d: out of memory", s->dev->index);
+    }
+    c->type = CPU_CMD_WAIT;
+    keel__cpu_event_ref(e);
+    c->u.ev.event = e;
+    c->u.ev.gen = gen;
+    keel__cpu_cmd_commit(s, c);
+    return KEEL_OK;
+}
+
+static keel_status_t cpu_stream_launch_host_func(void *stream_ctx, keel_host_fn_t fn, void *user_data)
+{
+    cpu_stream_t *s = stream_ctx;
+    cpu_cmd_t *c = keel__cpu_cmd_begin(s, CPU_CMD_HOST, 0, "keel_stream_launch_host_func");
+    if (!c)
+        return KEEL_ERROR_OUT_OF_MEMORY;
+    c->u.host.fn = fn;
+    c->u.host.user_data = user_data;
+    keel__cpu_cmd_commit(s, c);
+    return KEEL_OK;
+}
+
+static keel_status_t cpu_stream_begin_capture(void *stream_ctx)
+{
+    cpu_stream_t *s = stream_ctx;
+    cpu_graph_t *g = keel__cpu_graph_new(s->dev);
+    if (!g)
+        return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "keel_stream_begin_capture: cpu:%d: out of memory", s->dev->index);
+    pthread_mutex_lock(&s->lock);
+    if (s->capture) {
+        pthread_mutex_unlock(&s->lock);
+        keel__cpu_graph_free(g);
+        return CPU_ERR(KEEL_ERROR_BUSY, "keel_stream_begin_capture: the stream is already capturing");
+    }
+    s->capture = g;
+    pthread_mutex_unlock(&s->lock);
+    return KEEL_OK;
+}
+
+static keel_status_t cpu_stream_end_capture(void *stream_ctx, void **graph_ctx)
+{
+    cpu_stream_t *s = stream_ctx;
+    pthread_mutex_lock(&s->lock);
+    cpu_graph_t *g = s->capture;
+    s->capture = NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (!g)
+        return CPU_ERR(KEEL_ERROR_INVALID_ARGUMENT, "keel_stream_end_capture: the stream is not capturing");
+    *graph_ctx = g;
+    return KEEL_OK;
+}
+
+const keel_stream_vtable_t keel__cpu_stream_vtable = {
+    .create = cpu_stream_create,
+    .destroy = cpu_stream_destroy,
+    .synchronize = cpu_stream_synchronize,
+    .query = cpu_stream_query,
+    .wait_event = cpu_stream_wait_event,
+    .launch_host_func = cpu_stream_launch_host_func,
+    .begin_capture = cpu_stream_begin_capture,
+    .end_capture = cpu_stream_end_capture,
+};
+
+/* ---- cpu_enqueue.h ---- */
+
+keel_status_t keel__cpu_enqueue(void *stream_ctx, void (*fn)(void *payload), const void *payload,
+                                size_t payload_size)
+{
+    cpu_stream_t *s = stream_ctx;
+    if (payload_size > KEEL_CPU_ENQUEUE_MAX_PAYLOAD)
+        return CPU_ERR(KEEL_ERROR_INTERNAL, "keel__cpu_enqueue: a payload of %zu bytes is over the limit of %d",
+                       payload_size, KEEL_CPU_ENQUEUE_MAX_PAYLOAD);
+    cpu_cmd_t *c = keel__cpu_cmd_begin(s, CPU_CMD_CALL, payload_size, "keel__cpu_enqueue");
+    if (!c)
+        return KEEL_ERROR_OUT_OF_MEMORY;
+    c->u.call.fn = fn;
+    if (payload_size)
+        memcpy(c->data, payload, payload_size);
+    keel__cpu_cmd_commit(s, c);
+    return KEEL_OK;
+}
