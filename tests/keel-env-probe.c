@@ -1,0 +1,193 @@
+/* keel-env-probe: a child process for test-env and test-loader. Keel reads
+ * its environment once per process, so every environment setting is tried in
+ * a fresh probe. Each argument is a command; each prints one line per result
+ * on stdout, starting with the command word and the status name:
+ *
+ *   init                       "init <STATUS> <detail>"
+ *   count                      "count <STATUS> <n>"
+ *   backends                   "backend:<name> usable=<0|1> status=<STATUS> devices=<n> abi=<n>
+ *                                path=<path|(null)> reason=<reason>" per backend, then "backends OK <n>"
+ *   default                    "default <STATUS> <device name | detail>"
+ *   find:<name>                "find:<name> <STATUS> <detail>"
+ *   get:<backend>:<i>          "get:<backend>:<i> <STATUS> <device name | detail>"
+ *   alloc:<backend>:<i>:<n>    "alloc:... <STATUS> <detail>"  (the memory is kept until exit)
+ *   meminfo:<backend>:<i>      "meminfo:... <STATUS> free=<n> total=<n>"
+ *   props:<backend>:<i>        "props:... <STATUS> total=<n> name=<name>"
+ *   loglevel                   "loglevel OK <n>"
+ *   logcb                      installs a log callback that prints "cb <level> <message>"
+ *   cross:<b1>:<b2>            copies between memory of device 0 of b1 and of b2: "cross:... <STATUS> <detail>"
+ *   roundtrip:<backend>        allocates, copies in and out, checks: "roundtrip:... <STATUS> <detail>"
+ *   peer:<b1>:<b2>             "peer:... <STATUS> <can_access>"
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "keel.h"
+
+static void print_status(const char *cmd, keel_status_t s, const char *ok_text)
+{
+    if (s == KEEL_OK)
+        printf("%s OK %s\n", cmd, ok_text ? ok_text : "");
+    else
+        printf("%s %s %s\n", cmd, keel_status_name(s), keel_last_error());
+    fflush(stdout);
+}
+
+static void log_cb(keel_log_level_t level, const char *message, void *user_data)
+{
+    (void)user_data;
+    printf("cb %d %s\n", (int)level, message);
+    fflush(stdout);
+}
+
+/* Parses "<backend>:<index>" at @p spec into a device. */
+static keel_status_t device_of(const char *spec, keel_device_t **dev)
+{
+    char name[64];
+    int idx = 0;
+    const char *colon = strchr(spec, ':');
+    size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+    if (len >= sizeof name)
+        len = sizeof name - 1;
+    memcpy(name, spec, len);
+    name[len] = '\0';
+    if (colon)
+        idx = atoi(colon + 1);
+    return keel_device_get(name, idx, dev);
+}
+
+int main(int argc, char **argv)
+{
+    char buf[512];
+    for (int a = 1; a < argc; a++) {
+        const char *cmd = argv[a];
+        if (strcmp(cmd, "init") == 0) {
+            print_status(cmd, keel_init(), "");
+        } else if (strcmp(cmd, "count") == 0) {
+            int n = -1;
+            keel_status_t s = keel_backend_count(&n);
+            snprintf(buf, sizeof buf, "%d", n);
+            print_status(cmd, s, buf);
+        } else if (strcmp(cmd, "backends") == 0) {
+            int n = 0;
+            keel_status_t s = keel_backend_count(&n);
+            for (int i = 0; s == KEEL_OK && i < n; i++) {
+                keel_backend_t *be = NULL;
+                keel_backend_info_t info;
+                memset(&info, 0, sizeof info);
+                info.struct_size = sizeof info;
+                s = keel_backend_get(i, &be);
+                if (s == KEEL_OK)
+                    s = keel_backend_get_info(be, &info);
+                if (s != KEEL_OK)
+                    break;
+                printf("backend:%s usable=%d status=%s devices=%d abi=%d path=%s reason=%s\n", info.name,
+                       info.usable, keel_status_name(info.status), info.device_count, info.abi_version,
+                       info.plugin_path ? info.plugin_path : "(null)", info.reason ? info.reason : "(null)");
+            }
+            snprintf(buf, sizeof buf, "%d", n);
+            print_status(cmd, s, buf);
+        } else if (strcmp(cmd, "default") == 0) {
+            keel_device_t *dev = NULL;
+            keel_status_t s = keel_device_default(&dev);
+            print_status(cmd, s, s == KEEL_OK ? keel_device_name(dev) : NULL);
+        } else if (strncmp(cmd, "find:", 5) == 0) {
+            keel_backend_t *be = NULL;
+            print_status(cmd, keel_backend_find(cmd + 5, &be), "");
+        } else if (strncmp(cmd, "get:", 4) == 0) {
+            keel_device_t *dev = NULL;
+            keel_status_t s = device_of(cmd + 4, &dev);
+            print_status(cmd, s, s == KEEL_OK ? keel_device_name(dev) : NULL);
+        } else if (strncmp(cmd, "alloc:", 6) == 0) {
+            keel_device_t *dev = NULL;
+            const char *last = strrchr(cmd, ':');
+            char spec[128];
+            snprintf(spec, sizeof spec, "%.*s", (int)(last - (cmd + 6)), cmd + 6);
+            keel_status_t s = device_of(spec, &dev);
+            void *p = NULL;
+            if (s == KEEL_OK)
+                s = keel_malloc(dev, strtoull(last + 1, NULL, 10), &p);
+            print_status(cmd, s, "");
+        } else if (strncmp(cmd, "meminfo:", 8) == 0) {
+            keel_device_t *dev = NULL;
+            size_t f = 0, t = 0;
+            keel_status_t s = device_of(cmd + 8, &dev);
+            if (s == KEEL_OK)
+                s = keel_device_memory_info(dev, &f, &t);
+            snprintf(buf, sizeof buf, "free=%zu total=%zu", f, t);
+            print_status(cmd, s, buf);
+        } else if (strncmp(cmd, "props:", 6) == 0) {
+            keel_device_t *dev = NULL;
+            keel_device_properties_t p;
+            memset(&p, 0, sizeof p);
+            p.struct_size = sizeof p;
+            keel_status_t s = device_of(cmd + 6, &dev);
+            if (s == KEEL_OK)
+                s = keel_device_get_properties(dev, &p);
+            snprintf(buf, sizeof buf, "total=%zu name=%s", p.total_memory, p.name);
+            print_status(cmd, s, buf);
+        } else if (strcmp(cmd, "loglevel") == 0) {
+            snprintf(buf, sizeof buf, "%d", (int)keel_log_get_level());
+            print_status(cmd, KEEL_OK, buf);
+        } else if (strcmp(cmd, "logcb") == 0) {
+            keel_log_set_callback(log_cb, NULL);
+        } else if (strncmp(cmd, "cross:", 6) == 0 || strncmp(cmd, "peer:", 5) == 0) {
+            char b1[64], b2[64];
+            const char *rest = strchr(cmd, ':') + 1;
+            if (sscanf(rest, "%63[^:]:%63s", b1, b2) != 2) {
+                printf("%s BAD_COMMAND\n", cmd);
+                continue;
+            }
+            keel_device_t *d1 = NULL, *d2 = NULL;
+            keel_status_t s = keel_device_get(b1, 0, &d1);
+            if (s == KEEL_OK)
+                s = keel_device_get(b2, 0, &d2);
+            if (s == KEEL_OK && cmd[0] == 'p') {
+                int can = -1;
+                s = keel_device_can_access_peer(d1, d2, &can);
+                snprintf(buf, sizeof buf, "%d", can);
+                print_status(cmd, s, buf);
+                continue;
+            }
+            void *p1 = NULL, *p2 = NULL;
+            if (s == KEEL_OK)
+                s = keel_malloc(d1, 256, &p1);
+            if (s == KEEL_OK)
+                s = keel_malloc(d2, 256, &p2);
+            if (s == KEEL_OK)
+                s = keel_memcpy(p2, p1, 256);
+            print_status(cmd, s, "");
+            keel_free(p1);
+            keel_free(p2);
+        } else if (strncmp(cmd, "roundtrip:", 10) == 0) {
+            keel_device_t *dev = NULL;
+            keel_stream_t *st = NULL;
+            unsigned char in[1000], out[1000];
+            for (int i = 0; i < 1000; i++)
+                in[i] = (unsigned char)(i * 7 + 3), out[i] = 0xA5;
+            void *d = NULL;
+            keel_status_t s = keel_device_get(cmd + 10, 0, &dev);
+            if (s == KEEL_OK)
+                s = keel_malloc(dev, sizeof in, &d);
+            if (s == KEEL_OK)
+                s = keel_memcpy(d, in, sizeof in);
+            if (s == KEEL_OK)
+                s = keel_stream_create(dev, 0, 0, &st);
+            if (s == KEEL_OK)
+                s = keel_memcpy_async(out, d, sizeof out, st);
+            if (s == KEEL_OK)
+                s = keel_stream_synchronize(st);
+            if (s == KEEL_OK && memcmp(in, out, sizeof in) != 0) {
+                printf("%s MISMATCH the data came back wrong\n", cmd);
+                continue;
+            }
+            if (st)
+                keel_stream_destroy(st);
+            keel_free(d);
+            print_status(cmd, s, "");
+        } else {
+            printf("%s BAD_COMMAND\n", cmd);
+        }
+    }
+    return 0;
+}
