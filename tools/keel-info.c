@@ -449,7 +449,8 @@ int main(int argc, char **argv)
         snprintf(init_detail, sizeof init_detail, "%s", keel_last_error());
 
     int rc = 0;
-    if (init == KEEL_ERROR_INVALID_ENVIRONMENT || init == KEEL_ERROR_BACKEND_UNAVAILABLE)
+    if (init == KEEL_ERROR_INVALID_ENVIRONMENT || init == KEEL_ERROR_BACKEND_UNAVAILABLE ||
+        init == KEEL_ERROR_NO_DEVICE)
         rc = EXIT_SELECTION;
     else if (init != KEEL_OK)
         rc = EXIT_USAGE;
