@@ -23,29 +23,20 @@ _Static_assert(sizeof(cpu_alloc_hdr_t) <= KEEL_CPU_ALIGN, "the header fits in th
 #define CPU_PARALLEL_BYTES (8u << 20)
 #define CPU_CHUNK_BYTES (1u << 20)
 
-static const char *cpu_alloc_fn(keel_memory_kind_t kind)
-{
-    switch (kind) {
-    case KEEL_MEMORY_PINNED: return "keel_malloc_host";
-    case KEEL_MEMORY_MANAGED: return "keel_malloc_managed";
-    default: return "keel_malloc";
-    }
-}
-
-static keel_status_t cpu_alloc_kind(cpu_device_t *d, keel_memory_kind_t kind, size_t bytes, void **ptr,
-                                    const char *fn)
+/* Messages leave out the function and device: the core puts them in front. */
+static keel_status_t cpu_alloc_kind(cpu_device_t *d, keel_memory_kind_t kind, size_t bytes, void **ptr)
 {
     size_t cap = d->backend->mem_cap;
     if (bytes > SIZE_MAX - KEEL_CPU_ALIGN)
-        return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "%s: cpu:%d: %zu bytes cannot be allocated", fn, d->index, bytes);
+        return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "%zu bytes cannot be allocated", bytes);
     if (cap) {
         /* Reserve first, so concurrent allocations cannot pass the cap together. */
         size_t used = atomic_load_explicit(&d->used, memory_order_relaxed);
         do {
             if (bytes > cap || used > cap - bytes)
                 return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY,
-                               "%s: cpu:%d memory cap of %zu bytes reached (%zu in use, %zu asked)", fn, d->index,
-                               cap, used, bytes);
+                               "memory cap of %zu bytes reached (%zu in use, %zu asked; KEEL_CPU_MEMORY_LIMIT)", cap,
+                               used, bytes);
         } while (!atomic_compare_exchange_weak_explicit(&d->used, &used, used + bytes, memory_order_relaxed,
                                                         memory_order_relaxed));
     } else {
@@ -54,8 +45,7 @@ static keel_status_t cpu_alloc_kind(cpu_device_t *d, keel_memory_kind_t kind, si
     void *raw = NULL;
     if (posix_memalign(&raw, KEEL_CPU_ALIGN, KEEL_CPU_ALIGN + bytes) != 0) {
         atomic_fetch_sub_explicit(&d->used, bytes, memory_order_relaxed);
-        return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "%s: cpu:%d: the system could not allocate %zu bytes", fn, d->index,
-                       bytes);
+        return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "the system could not allocate %zu bytes", bytes);
     }
     cpu_alloc_hdr_t *h = raw;
     h->dev = d;
@@ -76,7 +66,7 @@ void keel__cpu_mem_release(void *ptr)
 
 static keel_status_t cpu_mem_alloc(void *device_ctx, keel_memory_kind_t kind, size_t bytes, void **ptr)
 {
-    return cpu_alloc_kind(device_ctx, kind, bytes, ptr, cpu_alloc_fn(kind));
+    return cpu_alloc_kind(device_ctx, kind, bytes, ptr);
 }
 
 static keel_status_t cpu_mem_free(void *device_ctx, keel_memory_kind_t kind, void *ptr)
@@ -91,7 +81,7 @@ static keel_status_t cpu_mem_free(void *device_ctx, keel_memory_kind_t kind, voi
 static keel_status_t cpu_mem_alloc_async(void *stream_ctx, size_t bytes, void **ptr)
 {
     cpu_stream_t *s = stream_ctx;
-    return cpu_alloc_kind(s->dev, KEEL_MEMORY_DEVICE, bytes, ptr, "keel_malloc_async");
+    return cpu_alloc_kind(s->dev, KEEL_MEMORY_DEVICE, bytes, ptr);
 }
 
 static keel_status_t cpu_mem_free_async(void *stream_ctx, void *ptr)
