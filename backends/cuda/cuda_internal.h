@@ -1,0 +1,168 @@
+/* Internal declarations of keel-cuda.so: the contexts behind Keel's handles,
+ * the driver entry points, error mapping and helpers shared by the plugin's
+ * files. Nothing here leaves the plugin (hidden visibility throughout). */
+#ifndef KEEL_CUDA_INTERNAL_H
+#define KEEL_CUDA_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda.h>
+#include "keel/backend.h"
+#include "vendor_cuda.h"
+
+#define KEEL_CUDA_HIDDEN __attribute__((visibility("hidden")))
+#define KEEL_CUDA_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- the core's services (set once by keel_backend_init) ---- */
+KEEL_CUDA_HIDDEN extern const keel_host_api_t *keel__cuda_host;
+
+/* ---- driver API, resolved through the runtime at probe time so that the
+ * plugin never links libcuda and loads on machines without a driver ---- */
+struct keel__cuda_driver {
+    CUresult (*GetErrorName)(CUresult, const char **);
+    CUresult (*GetErrorString)(CUresult, const char **);
+    CUresult (*DeviceGet)(CUdevice *, int);
+    CUresult (*DeviceGetName)(char *, int, CUdevice);
+    CUresult (*DeviceTotalMem)(size_t *, CUdevice);
+    CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*DevicePrimaryCtxRelease)(CUdevice);
+    CUresult (*CtxGetCurrent)(CUcontext *);
+    CUresult (*CtxPushCurrent)(CUcontext);
+    CUresult (*CtxPopCurrent)(CUcontext *);
+    CUresult (*LibraryLoadData)(CUlibrary *, const void *, CUjit_option *, void **, unsigned int,
+                                CUlibraryOption *, void **, unsigned int);
+    CUresult (*LibraryLoadFromFile)(CUlibrary *, const char *, CUjit_option *, void **, unsigned int,
+                                    CUlibraryOption *, void **, unsigned int);
+    CUresult (*LibraryUnload)(CUlibrary);
+    CUresult (*LibraryGetKernel)(CUkernel *, CUlibrary, const char *);
+    CUresult (*LibraryGetModule)(CUmodule *, CUlibrary);
+    CUresult (*KernelGetAttribute)(int *, CUfunction_attribute, CUkernel, CUdevice);
+    CUresult (*KernelSetAttribute)(CUfunction_attribute, int, CUkernel, CUdevice);
+    CUresult (*KernelGetParamInfo)(CUkernel, size_t, size_t *, size_t *);   /* may be NULL (driver < 12.4) */
+    CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
+    CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void **, void **);
+};
+KEEL_CUDA_HIDDEN extern struct keel__cuda_driver keel__cu;
+/* Fills keel__cu; on failure sets the error (naming the missing entry point). */
+KEEL_CUDA_HIDDEN keel_status_t keel__cuda_driver_load(void);
+
+/* ---- contexts ---- */
+struct keel__cuda_staging;
+
+typedef struct keel__cuda_device {
+    int ordinal;
+    CUdevice cudev;
+    CUcontext primary;             /* retained for the device's lifetime */
+    int cc_major, cc_minor;
+    char arch[16];                 /* "sm_90" */
+    int managed_memory;
+    int pools_supported;
+    gpuMemPool_t pool;             /* default pool, release threshold raised */
+    pthread_mutex_t lock;          /* guards the lazily made members below */
+    _Atomic(struct keel__cuda_staging *) staging;
+    _Atomic(void *) blaslt;        /* cublasLtHandle_t */
+} keel__cuda_device_t;
+
+typedef struct keel__cuda_blas_ctx keel__cuda_blas_ctx_t;
+
+typedef struct keel__cuda_stream {
+    gpuStream_t stream;            /* first: the launch path reads it */
+    keel__cuda_device_t *dev;
+    pthread_mutex_t lock;          /* guards the lazy BLAS state */
+    _Atomic(keel__cuda_blas_ctx_t *) blas;
+} keel__cuda_stream_t;
+
+typedef struct keel__cuda_event {
+    gpuEvent_t event;
+    keel__cuda_device_t *dev;
+    unsigned flags;                /* KEEL_EVENT_* */
+    atomic_int recorded;
+} keel__cuda_event_t;
+
+typedef struct keel__cuda_module {
+    CUlibrary library;
+    keel__cuda_device_t *dev;
+} keel__cuda_module_t;
+
+typedef struct keel__cuda_kernel {
+    CUfunction fn;                 /* first: a CUkernel cast to CUfunction; launches take the stream's context */
+    CUkernel kernel;
+    keel__cuda_device_t *dev;
+} keel__cuda_kernel_t;
+
+typedef struct keel__cuda_graph {
+    gpuGraph_t graph;
+    keel__cuda_device_t *dev;
+} keel__cuda_graph_t;
+
+typedef struct keel__cuda_graph_exec {
+    gpuGraphExec_t exec;
+    keel__cuda_device_t *dev;
+} keel__cuda_graph_exec_t;
+
+/* ---- vtables (one file each) ---- */
+KEEL_CUDA_HIDDEN extern const keel_device_vtable_t keel__cuda_device_vtable;
+KEEL_CUDA_HIDDEN extern const keel_memory_vtable_t keel__cuda_memory_vtable;
+KEEL_CUDA_HIDDEN extern const keel_stream_vtable_t keel__cuda_stream_vtable;
+KEEL_CUDA_HIDDEN extern const keel_event_vtable_t keel__cuda_event_vtable;
+KEEL_CUDA_HIDDEN extern const keel_kernel_vtable_t keel__cuda_kernel_vtable;
+KEEL_CUDA_HIDDEN extern const keel_graph_vtable_t keel__cuda_graph_vtable;
+
+/* ---- errors (cuda_error.c) ---- */
+/* Map a runtime error to a Keel status, without side effects. */
+KEEL_CUDA_HIDDEN keel_status_t keel__cuda_status_of(int err);
+/* Driver-API twin of keel__cuda_error (cuda_shared.h). */
+KEEL_CUDA_HIDDEN keel_status_t keel__cu_error(CUresult res, const char *keel_fn, const char *what);
+/* The same, reported as @p status. */
+KEEL_CUDA_HIDDEN keel_status_t keel__cu_error_as(CUresult res, keel_status_t status, const char *keel_fn,
+                                                 const char *what);
+
+/* ---- helpers ---- */
+/* Make @p dev the calling thread's current device, unless it already is: a
+ * cheap check, since cudaGetDevice reads thread-local state. The runtime
+ * calls that take no stream (allocation, creation of streams and events) act
+ * on the current device; stream-ordered calls take the stream's device. */
+static inline gpuError_t keel__cuda_use_device(const keel__cuda_device_t *dev)
+{
+    int cur;
+    gpuError_t err = gpuGetDevice(&cur);
+    if (err != gpuSuccess || cur != dev->ordinal)
+        err = gpuSetDevice(dev->ordinal);
+    return err;
+}
+
+/* Make the device's primary context current for a driver call that needs
+ * one (occupancy). Returns 1 when it pushed, so the caller pops. */
+KEEL_CUDA_HIDDEN int keel__cuda_push_primary(const keel__cuda_device_t *dev);
+KEEL_CUDA_HIDDEN void keel__cuda_pop_primary(int pushed);
+
+/* ---- pageable copies through pinned staging (cuda_staging.c) ---- */
+/* Whether a copy between pageable host memory and the device of @p bytes
+ * goes through staging (large enough, and the stream is not capturing). */
+KEEL_CUDA_HIDDEN int keel__cuda_staging_wanted(keel__cuda_stream_t *s, size_t bytes);
+/* Copy pageable @p src to device @p dst on @p s; returns once @p src may be reused. */
+KEEL_CUDA_HIDDEN keel_status_t keel__cuda_staged_h2d(keel__cuda_stream_t *s, void *dst, const void *src,
+                                                     size_t bytes, const char *keel_fn);
+/* Copy device @p src to pageable @p dst after the work on @p s; returns when done. */
+KEEL_CUDA_HIDDEN keel_status_t keel__cuda_staged_d2h(keel__cuda_stream_t *s, void *dst, const void *src,
+                                                     size_t bytes, const char *keel_fn);
+KEEL_CUDA_HIDDEN void keel__cuda_staging_destroy(keel__cuda_device_t *dev);
+
+/* ---- BLAS state (cuda_blas.c) ---- */
+KEEL_CUDA_HIDDEN void keel__cuda_blas_stream_release(keel__cuda_stream_t *s);
+KEEL_CUDA_HIDDEN void keel__cuda_blas_device_release(keel__cuda_device_t *dev);
+
+/* ---- run-time compilation (cuda_nvrtc.c) ---- */
+/* Compile @p source for @p dev to a cubin (or PTX when the options ask for a
+ * virtual architecture), through the on-disk cache. *image is malloc'd. */
+KEEL_CUDA_HIDDEN keel_status_t keel__cuda_nvrtc_compile(const keel__cuda_device_t *dev, const char *source,
+                                                        const char *name, const char *const *options,
+                                                        int num_options, void **image, size_t *size);
+/* Load a cubin/fatbin/PTX image as a module (cuda_module.c). */
+KEEL_CUDA_HIDDEN keel_status_t keel__cuda_module_from_image(keel__cuda_device_t *dev, const void *image,
+                                                            const char *keel_fn, void **module_ctx);
+
+#endif /* KEEL_CUDA_INTERNAL_H */

@@ -1,0 +1,185 @@
+/* Memory: allocations of every kind, stream-ordered allocation from the
+ * device's pool, memset and copies. */
+#include <stdio.h>
+#include "cuda_internal.h"
+#include "cuda_shared.h"
+
+static const char *kind_name(keel_memory_kind_t kind)
+{
+    switch (kind) {
+    case KEEL_MEMORY_DEVICE:
+        return "device";
+    case KEEL_MEMORY_PINNED:
+        return "pinned";
+    case KEEL_MEMORY_MANAGED:
+        return "managed";
+    default:
+        return "host";
+    }
+}
+
+static const char *alloc_fn(keel_memory_kind_t kind)
+{
+    return kind == KEEL_MEMORY_PINNED ? "keel_malloc_host"
+           : kind == KEEL_MEMORY_MANAGED ? "keel_malloc_managed"
+                                         : "keel_malloc";
+}
+
+static gpuError_t alloc_once(keel__cuda_device_t *dev, keel_memory_kind_t kind, size_t bytes, void **ptr)
+{
+    switch (kind) {
+    case KEEL_MEMORY_DEVICE:
+        return gpuMalloc(ptr, bytes);
+    case KEEL_MEMORY_PINNED:
+        /* Portable: usable for fast copies with every device, not just this one. */
+        return gpuHostAlloc(ptr, bytes, gpuHostAllocPortable);
+    case KEEL_MEMORY_MANAGED:
+        return gpuMallocManaged(ptr, bytes, gpuMemAttachGlobal);
+    default:
+        return cudaErrorInvalidValue;
+    }
+}
+
+static keel_status_t mem_alloc(void *device_ctx, keel_memory_kind_t kind, size_t bytes, void **ptr)
+{
+    keel__cuda_device_t *dev = device_ctx;
+    const char *fn = alloc_fn(kind);
+    if (kind == KEEL_MEMORY_MANAGED && !dev->managed_memory)
+        return keel__cuda_host->set_error(KEEL_ERROR_NOT_SUPPORTED, "%s: cuda:%d has no managed memory", fn,
+                                          dev->ordinal);
+    gpuError_t err = keel__cuda_use_device(dev);
+    void *p = NULL;
+    if (err == gpuSuccess)
+        err = alloc_once(dev, kind, bytes, &p);
+    if (err == gpuErrorMemoryAllocation && kind != KEEL_MEMORY_PINNED && dev->pools_supported) {
+        /* The stream-ordered pool keeps freed memory (release threshold at
+         * the maximum); give what it holds unused back and try once more. */
+        (void)gpuGetLastError();
+        if (gpuMemPoolTrimTo(dev->pool, 0) == gpuSuccess)
+            err = alloc_once(dev, kind, bytes, &p);
+    }
+    if (err != gpuSuccess) {
+        char what[96];
+        snprintf(what, sizeof what, "%zu bytes of %s memory on cuda:%d", bytes, kind_name(kind), dev->ordinal);
+        return keel__cuda_error(err, fn, what);
+    }
+    *ptr = p;
+    return KEEL_OK;
+}
+
+static keel_status_t mem_free(void *device_ctx, keel_memory_kind_t kind, void *ptr)
+{
+    keel__cuda_device_t *dev = device_ctx;
+    gpuError_t err = keel__cuda_use_device(dev);
+    if (err == gpuSuccess)
+        err = kind == KEEL_MEMORY_PINNED ? gpuFreeHost(ptr) : gpuFree(ptr);
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, "keel_free", kind_name(kind));
+    return KEEL_OK;
+}
+
+static keel_status_t mem_alloc_async(void *stream_ctx, size_t bytes, void **ptr)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    void *p = NULL;
+    /* Served from the default pool of the stream's device. */
+    gpuError_t err = gpuMallocAsync(&p, bytes, s->stream);
+    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess)) {
+        char what[80];
+        snprintf(what, sizeof what, "%zu bytes on cuda:%d", bytes, s->dev->ordinal);
+        return keel__cuda_error(err, "keel_malloc_async", what);
+    }
+    *ptr = p;
+    return KEEL_OK;
+}
+
+static keel_status_t mem_free_async(void *stream_ctx, void *ptr)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    gpuError_t err = gpuFreeAsync(ptr, s->stream);
+    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
+        return keel__cuda_error(err, "keel_free_async", NULL);
+    return KEEL_OK;
+}
+
+static keel_status_t copy_error(gpuError_t err, const char *fn, keel_memory_kind_t dk, keel_memory_kind_t sk,
+                                size_t bytes)
+{
+    char what[96];
+    snprintf(what, sizeof what, "%zu bytes %s to %s", bytes, kind_name(sk), kind_name(dk));
+    return keel__cuda_error(err, fn, what);
+}
+
+/* Dispatch of one copy: pageable host memory of some size goes through the
+ * staging pipeline, everything else to the runtime as it is. *synced says
+ * whether the copy is already complete on return. */
+static keel_status_t copy(keel__cuda_stream_t *s, void *dst, keel_memory_kind_t dk, const void *src,
+                          keel_memory_kind_t sk, size_t bytes, const char *fn, int *synced)
+{
+    *synced = 0;
+    if (sk == KEEL_MEMORY_HOST && dk == KEEL_MEMORY_DEVICE && keel__cuda_staging_wanted(s, bytes))
+        return keel__cuda_staged_h2d(s, dst, src, bytes, fn);
+    if (dk == KEEL_MEMORY_HOST && sk == KEEL_MEMORY_DEVICE && keel__cuda_staging_wanted(s, bytes)) {
+        *synced = 1;
+        return keel__cuda_staged_d2h(s, dst, src, bytes, fn);
+    }
+    gpuError_t err = gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDefault, s->stream);
+    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
+        return copy_error(err, fn, dk, sk, bytes);
+    return KEEL_OK;
+}
+
+static keel_status_t mem_memcpy_async(void *stream_ctx, void *dst, keel_memory_kind_t dst_kind, const void *src,
+                                      keel_memory_kind_t src_kind, size_t bytes)
+{
+    int synced;
+    return copy(stream_ctx, dst, dst_kind, src, src_kind, bytes, "keel_memcpy_async", &synced);
+}
+
+static keel_status_t mem_memcpy_sync(void *stream_ctx, void *dst, keel_memory_kind_t dst_kind, const void *src,
+                                     keel_memory_kind_t src_kind, size_t bytes)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    int synced;
+    keel_status_t st = copy(s, dst, dst_kind, src, src_kind, bytes, "keel_memcpy", &synced);
+    if (st != KEEL_OK || synced)
+        return st;
+    gpuError_t err = gpuStreamSynchronize(s->stream);
+    if (err != gpuSuccess)
+        return copy_error(err, "keel_memcpy", dst_kind, src_kind, bytes);
+    return KEEL_OK;
+}
+
+static keel_status_t mem_memset_async(void *stream_ctx, void *dst, int value, size_t bytes)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    gpuError_t err = gpuMemsetAsync(dst, value, bytes, s->stream);
+    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
+        return keel__cuda_error(err, "keel_memset_async", NULL);
+    return KEEL_OK;
+}
+
+static keel_status_t mem_memcpy_peer_async(void *stream_ctx, void *dst, void *dst_device_ctx, const void *src,
+                                           void *src_device_ctx, size_t bytes)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    const keel__cuda_device_t *dd = dst_device_ctx, *sd = src_device_ctx;
+    gpuError_t err = gpuMemcpyPeerAsync(dst, dd->ordinal, src, sd->ordinal, bytes, s->stream);
+    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess)) {
+        char what[96];
+        snprintf(what, sizeof what, "%zu bytes from cuda:%d to cuda:%d", bytes, sd->ordinal, dd->ordinal);
+        return keel__cuda_error(err, "keel_memcpy_async", what);
+    }
+    return KEEL_OK;
+}
+
+const keel_memory_vtable_t keel__cuda_memory_vtable = {
+    .alloc = mem_alloc,
+    .free = mem_free,
+    .alloc_async = mem_alloc_async,
+    .free_async = mem_free_async,
+    .memcpy_async = mem_memcpy_async,
+    .memcpy_sync = mem_memcpy_sync,
+    .memset_async = mem_memset_async,
+    .memcpy_peer_async = mem_memcpy_peer_async,
+};

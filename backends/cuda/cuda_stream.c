@@ -1,0 +1,242 @@
+/* Streams, events, host callbacks and graph capture on a stream. */
+#include <stdlib.h>
+#include "cuda_internal.h"
+#include "cuda_shared.h"
+
+cudaStream_t keel__cuda_stream(void *stream_ctx)
+{
+    return ((keel__cuda_stream_t *)stream_ctx)->stream;
+}
+
+int keel__cuda_stream_device(void *stream_ctx)
+{
+    return ((keel__cuda_stream_t *)stream_ctx)->dev->ordinal;
+}
+
+static keel_status_t stream_create(void *device_ctx, unsigned flags, int priority, void **stream_ctx)
+{
+    (void)flags;
+    keel__cuda_device_t *dev = device_ctx;
+    keel__cuda_stream_t *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_stream_create: no host memory");
+    /* Non-blocking: Keel streams, the default one included, never order
+     * themselves implicitly with each other or CUDA's legacy stream. */
+    gpuError_t err = keel__cuda_use_device(dev);
+    if (err == gpuSuccess)
+        err = gpuStreamCreateWithPriority(&s->stream, gpuStreamNonBlocking, priority);
+    if (err != gpuSuccess) {
+        free(s);
+        return keel__cuda_error(err, "keel_stream_create", NULL);
+    }
+    s->dev = dev;
+    pthread_mutex_init(&s->lock, NULL);
+    *stream_ctx = s;
+    return KEEL_OK;
+}
+
+static keel_status_t stream_destroy(void *stream_ctx)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    gpuError_t err = gpuStreamSynchronize(s->stream);
+    keel__cuda_blas_stream_release(s);
+    gpuError_t err2 = gpuStreamDestroy(s->stream);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    if (err == gpuSuccess)
+        err = err2;
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, "keel_stream_destroy", NULL);
+    return KEEL_OK;
+}
+
+static keel_status_t stream_synchronize(void *stream_ctx)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    gpuError_t err = gpuStreamSynchronize(s->stream);
+    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
+        return keel__cuda_error(err, "keel_stream_synchronize", NULL);
+    return KEEL_OK;
+}
+
+static keel_status_t stream_query(void *stream_ctx)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    gpuError_t err = gpuStreamQuery(s->stream);
+    if (err == gpuSuccess)
+        return KEEL_OK;
+    if (err == gpuErrorNotReady) {
+        (void)gpuGetLastError();
+        return KEEL_ERROR_NOT_READY;
+    }
+    return keel__cuda_error(err, "keel_stream_query", NULL);
+}
+
+static keel_status_t stream_wait_event(void *stream_ctx, void *event_ctx)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    keel__cuda_event_t *e = event_ctx;
+    /* Works across devices too: CUDA events may be waited on by any device's stream. */
+    gpuError_t err = gpuStreamWaitEvent(s->stream, e->event, 0);
+    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
+        return keel__cuda_error(err, "keel_stream_wait_event", NULL);
+    return KEEL_OK;
+}
+
+static keel_status_t stream_launch_host_func(void *stream_ctx, keel_host_fn_t fn, void *user_data)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    gpuError_t err = gpuLaunchHostFunc(s->stream, (gpuHostFn_t)fn, user_data);
+    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
+        return keel__cuda_error(err, "keel_stream_launch_host_func", NULL);
+    return KEEL_OK;
+}
+
+static keel_status_t stream_begin_capture(void *stream_ctx)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    /* Relaxed: other threads' CUDA calls, and lazily made state such as a
+     * BLAS handle's workspace allocated during the capture, stay legal. */
+    gpuError_t err = gpuStreamBeginCapture(s->stream, gpuStreamCaptureModeRelaxed);
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, "keel_stream_begin_capture", NULL);
+    return KEEL_OK;
+}
+
+static keel_status_t stream_end_capture(void *stream_ctx, void **graph_ctx)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    keel__cuda_graph_t *g = calloc(1, sizeof *g);
+    gpuGraph_t graph = NULL;
+    gpuError_t err = gpuStreamEndCapture(s->stream, &graph);
+    if (err != gpuSuccess || g == NULL) {
+        free(g);
+        if (err == gpuSuccess) {
+            (void)gpuGraphDestroy(graph);
+            return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_stream_end_capture: no host memory");
+        }
+        return keel__cuda_error(err, "keel_stream_end_capture", NULL);
+    }
+    g->graph = graph;
+    g->dev = s->dev;
+    *graph_ctx = g;
+    return KEEL_OK;
+}
+
+const keel_stream_vtable_t keel__cuda_stream_vtable = {
+    .create = stream_create,
+    .destroy = stream_destroy,
+    .synchronize = stream_synchronize,
+    .query = stream_query,
+    .wait_event = stream_wait_event,
+    .launch_host_func = stream_launch_host_func,
+    .begin_capture = stream_begin_capture,
+    .end_capture = stream_end_capture,
+};
+
+/* ---- events ---- */
+
+static keel_status_t event_create(void *device_ctx, unsigned flags, void **event_ctx)
+{
+    keel__cuda_device_t *dev = device_ctx;
+    keel__cuda_event_t *e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_event_create: no host memory");
+    unsigned cf = gpuEventDefault;
+    if (flags & KEEL_EVENT_DISABLE_TIMING)
+        cf |= gpuEventDisableTiming;
+    if (flags & KEEL_EVENT_BLOCKING_SYNC)
+        cf |= gpuEventBlockingSync;
+    gpuError_t err = keel__cuda_use_device(dev);
+    if (err == gpuSuccess)
+        err = gpuEventCreateWithFlags(&e->event, cf);
+    if (err != gpuSuccess) {
+        free(e);
+        return keel__cuda_error(err, "keel_event_create", NULL);
+    }
+    e->dev = dev;
+    e->flags = flags;
+    *event_ctx = e;
+    return KEEL_OK;
+}
+
+static keel_status_t event_destroy(void *event_ctx)
+{
+    keel__cuda_event_t *e = event_ctx;
+    /* CUDA defers the release until pending waits on the event are done. */
+    gpuError_t err = gpuEventDestroy(e->event);
+    free(e);
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, "keel_event_destroy", NULL);
+    return KEEL_OK;
+}
+
+static keel_status_t event_record(void *event_ctx, void *stream_ctx)
+{
+    keel__cuda_event_t *e = event_ctx;
+    keel__cuda_stream_t *s = stream_ctx;
+    gpuError_t err = gpuEventRecord(e->event, s->stream);
+    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
+        return keel__cuda_error(err, "keel_event_record", NULL);
+    if (!atomic_load_explicit(&e->recorded, memory_order_relaxed))
+        atomic_store_explicit(&e->recorded, 1, memory_order_release);
+    return KEEL_OK;
+}
+
+static keel_status_t event_synchronize(void *event_ctx)
+{
+    keel__cuda_event_t *e = event_ctx;
+    gpuError_t err = gpuEventSynchronize(e->event);
+    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
+        return keel__cuda_error(err, "keel_event_synchronize", NULL);
+    return KEEL_OK;
+}
+
+static keel_status_t event_query(void *event_ctx)
+{
+    keel__cuda_event_t *e = event_ctx;
+    gpuError_t err = gpuEventQuery(e->event);
+    if (err == gpuSuccess)
+        return KEEL_OK;
+    if (err == gpuErrorNotReady) {
+        (void)gpuGetLastError();
+        return KEEL_ERROR_NOT_READY;
+    }
+    return keel__cuda_error(err, "keel_event_query", NULL);
+}
+
+static keel_status_t event_elapsed_time(void *start_ctx, void *end_ctx, float *ms)
+{
+    const char *fn = "keel_event_elapsed_time";
+    keel__cuda_event_t *a = start_ctx, *b = end_ctx;
+    if ((a->flags | b->flags) & KEEL_EVENT_DISABLE_TIMING)
+        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ARGUMENT,
+                                          "%s: the %s event was created with KEEL_EVENT_DISABLE_TIMING", fn,
+                                          (a->flags & KEEL_EVENT_DISABLE_TIMING) ? "start" : "end");
+    if (!atomic_load_explicit(&a->recorded, memory_order_acquire) ||
+        !atomic_load_explicit(&b->recorded, memory_order_acquire))
+        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: the %s event was never recorded", fn,
+                                          atomic_load(&a->recorded) ? "end" : "start");
+    if (a->dev != b->dev)
+        return keel__cuda_host->set_error(KEEL_ERROR_DEVICE_MISMATCH, "%s: events of cuda:%d and cuda:%d", fn,
+                                          a->dev->ordinal, b->dev->ordinal);
+    float v = 0.0f;
+    gpuError_t err = gpuEventElapsedTime(&v, a->event, b->event);
+    if (err == gpuErrorNotReady) {
+        (void)gpuGetLastError();
+        return keel__cuda_host->set_error(KEEL_ERROR_NOT_READY, "%s: an event is still pending", fn);
+    }
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, fn, NULL);
+    *ms = v;
+    return KEEL_OK;
+}
+
+const keel_event_vtable_t keel__cuda_event_vtable = {
+    .create = event_create,
+    .destroy = event_destroy,
+    .record = event_record,
+    .synchronize = event_synchronize,
+    .query = event_query,
+    .elapsed_time = event_elapsed_time,
+};

@@ -1,0 +1,115 @@
+/* The vendor mapping of the GPU plugin for CUDA: the plugin's sources call
+ * gpu* names, which resolve here to the CUDA runtime. The HIP plugin compiles
+ * the same sources with a vendor_hip.h that maps them to hip*. Only names the
+ * plugin uses are listed; where the vendors differ in more than the name
+ * (modules, run-time compilation) the plugin keeps a vendor-specific file. */
+#ifndef KEEL_VENDOR_CUDA_H
+#define KEEL_VENDOR_CUDA_H
+
+#include <cuda_runtime.h>
+
+#define KEEL_GPU_VENDOR "NVIDIA"
+#define KEEL_GPU_BACKEND_NAME "cuda"
+#define KEEL_GPU_DRIVER_LIBRARY "libcuda.so.1"
+#define KEEL_GPU_ARCH_PREFIX "sm_"
+
+typedef cudaError_t gpuError_t;
+typedef cudaStream_t gpuStream_t;
+typedef cudaEvent_t gpuEvent_t;
+typedef cudaGraph_t gpuGraph_t;
+typedef cudaGraphExec_t gpuGraphExec_t;
+typedef cudaMemPool_t gpuMemPool_t;
+typedef cudaHostFn_t gpuHostFn_t;
+
+#define gpuSuccess cudaSuccess
+#define gpuErrorNotReady cudaErrorNotReady
+#define gpuErrorMemoryAllocation cudaErrorMemoryAllocation
+#define gpuErrorNoDevice cudaErrorNoDevice
+#define gpuErrorInsufficientDriver cudaErrorInsufficientDriver
+
+#define gpuGetErrorName cudaGetErrorName
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetLastError cudaGetLastError
+#define gpuDriverGetVersion cudaDriverGetVersion
+#define gpuRuntimeGetVersion cudaRuntimeGetVersion
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuGetDevice cudaGetDevice
+#define gpuSetDevice cudaSetDevice
+#define gpuDeviceGetAttribute cudaDeviceGetAttribute
+#define gpuDeviceSynchronize cudaDeviceSynchronize
+#define gpuDeviceCanAccessPeer cudaDeviceCanAccessPeer
+#define gpuDeviceGetStreamPriorityRange cudaDeviceGetStreamPriorityRange
+#define gpuDeviceGetDefaultMemPool cudaDeviceGetDefaultMemPool
+#define gpuMemPoolSetAttribute cudaMemPoolSetAttribute
+#define gpuMemPoolTrimTo cudaMemPoolTrimTo
+#define gpuMemPoolAttrReleaseThreshold cudaMemPoolAttrReleaseThreshold
+#define gpuMemGetInfo cudaMemGetInfo
+
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuHostAlloc cudaHostAlloc
+#define gpuHostAllocPortable cudaHostAllocPortable
+#define gpuFreeHost cudaFreeHost
+#define gpuMallocManaged cudaMallocManaged
+#define gpuMemAttachGlobal cudaMemAttachGlobal
+#define gpuMallocAsync cudaMallocAsync
+#define gpuFreeAsync cudaFreeAsync
+#define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemcpyDefault cudaMemcpyDefault
+#define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuMemsetAsync cudaMemsetAsync
+#define gpuMemcpyPeerAsync cudaMemcpyPeerAsync
+
+#define gpuStreamCreateWithPriority cudaStreamCreateWithPriority
+#define gpuStreamNonBlocking cudaStreamNonBlocking
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuStreamQuery cudaStreamQuery
+#define gpuStreamWaitEvent cudaStreamWaitEvent
+#define gpuLaunchHostFunc cudaLaunchHostFunc
+#define gpuStreamBeginCapture cudaStreamBeginCapture
+#define gpuStreamEndCapture cudaStreamEndCapture
+#define gpuStreamIsCapturing cudaStreamIsCapturing
+#define gpuStreamCaptureModeRelaxed cudaStreamCaptureModeRelaxed
+#define gpuStreamCaptureStatus cudaStreamCaptureStatus
+#define gpuStreamCaptureStatusNone cudaStreamCaptureStatusNone
+
+#define gpuEventCreateWithFlags cudaEventCreateWithFlags
+#define gpuEventDefault cudaEventDefault
+#define gpuEventDisableTiming cudaEventDisableTiming
+#define gpuEventBlockingSync cudaEventBlockingSync
+#define gpuEventDestroy cudaEventDestroy
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventQuery cudaEventQuery
+#define gpuEventElapsedTime cudaEventElapsedTime
+
+#define gpuGraphInstantiate(exec, graph) \
+    cudaGraphInstantiate((exec), (graph), cudaGraphInstantiateFlagAutoFreeOnLaunch)
+#define gpuGraphLaunch cudaGraphLaunch
+#define gpuGraphDestroy cudaGraphDestroy
+#define gpuGraphExecDestroy cudaGraphExecDestroy
+
+/* Device attributes, by what Keel asks of them. */
+#define gpuAttrComputeUnits cudaDevAttrMultiProcessorCount
+#define gpuAttrMaxThreadsPerBlock cudaDevAttrMaxThreadsPerBlock
+#define gpuAttrMaxBlockDimX cudaDevAttrMaxBlockDimX
+#define gpuAttrMaxBlockDimY cudaDevAttrMaxBlockDimY
+#define gpuAttrMaxBlockDimZ cudaDevAttrMaxBlockDimZ
+#define gpuAttrMaxGridDimX cudaDevAttrMaxGridDimX
+#define gpuAttrMaxGridDimY cudaDevAttrMaxGridDimY
+#define gpuAttrMaxGridDimZ cudaDevAttrMaxGridDimZ
+#define gpuAttrWarpSize cudaDevAttrWarpSize
+#define gpuAttrSharedPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
+#define gpuAttrClockRate cudaDevAttrClockRate
+#define gpuAttrCcMajor cudaDevAttrComputeCapabilityMajor
+#define gpuAttrCcMinor cudaDevAttrComputeCapabilityMinor
+#define gpuAttrPciBusId cudaDevAttrPciBusId
+#define gpuAttrUnifiedAddressing cudaDevAttrUnifiedAddressing
+#define gpuAttrManagedMemory cudaDevAttrManagedMemory
+#define gpuAttrConcurrentManagedAccess cudaDevAttrConcurrentManagedAccess
+#define gpuAttrMemoryPoolsSupported cudaDevAttrMemoryPoolsSupported
+#define gpuAttrAsyncEngineCount cudaDevAttrAsyncEngineCount
+
+#endif /* KEEL_VENDOR_CUDA_H */
