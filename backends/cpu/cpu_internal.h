@@ -25,6 +25,13 @@
 /* Below this many threads (grid x block) a launch runs on the stream's worker
  * alone: waking the pool costs more than such a launch does. */
 #define KEEL_CPU_INLINE_THREADS 4096
+/* How long an idle worker, or a synchronizing caller, spins before it sleeps
+ * on its condition variable: a futex wake costs tens of microseconds on a
+ * virtual machine, longer than most commands that follow one another. */
+#define KEEL_CPU_SPIN_NS 20000
+/* Commands a stream holds before an enqueue waits (as a GPU's launch queue):
+ * bounds the memory of a producer that runs far ahead of its stream. */
+#define KEEL_CPU_QUEUE_DEPTH 4096
 
 extern KEEL_HIDDEN const keel_host_api_t *keel__cpu_host;
 
@@ -60,6 +67,7 @@ typedef struct cpu_pool {
     pthread_cond_t work_cv;   /* a job was posted, or stop */
     pthread_cond_t done_cv;   /* a job lost its last user */
     cpu_job_t *head, *tail;
+    _Atomic uint64_t posted;  /* jobs ever posted: helpers spin on it before sleeping */
     pthread_t *threads;
     int nthreads;             /* started helpers */
     int wanted;               /* helpers to start: threads - 1 */
@@ -147,12 +155,13 @@ typedef struct cpu_stream {
     int id;
     pthread_mutex_t lock;
     pthread_cond_t work_cv;   /* the worker waits for commands */
-    pthread_cond_t idle_cv;   /* synchronizers wait for completions */
+    pthread_cond_t idle_cv;   /* synchronizers and producers of a full queue wait for completions */
     cpu_cmd_t *head, *tail;   /* queued, not yet taken by the worker */
     cpu_cmd_t *free_list;     /* recycled records: no malloc per command */
-    uint64_t submitted, completed;
+    /* Written under the lock; read without it by spinning waiters and query. */
+    _Atomic uint64_t submitted, completed;
     int worker_sleeping;
-    int idle_waiters;
+    int idle_waiters;         /* threads waiting on idle_cv */
     int stop;
     pthread_t thread;
     cpu_graph_t *capture;     /* non-NULL while capturing */
@@ -199,6 +208,10 @@ KEEL_HIDDEN void keel__cpu_pool_fini(cpu_pool_t *pool);
 /* Runs body over [0, n) on dev's pool, the calling thread included. */
 KEEL_HIDDEN void keel__cpu_pool_run(cpu_device_t *dev, size_t n, size_t grain,
                                     void (*body)(void *arg, size_t begin, size_t end), void *arg);
+/* Spin for at most KEEL_CPU_SPIN_NS until *v differs from old; 1 when it did. */
+KEEL_HIDDEN int keel__cpu_spin_changed(_Atomic uint64_t *v, uint64_t old);
+/* Spin for at most KEEL_CPU_SPIN_NS until *v >= target; 1 when it did. */
+KEEL_HIDDEN int keel__cpu_spin_reached(_Atomic uint64_t *v, uint64_t target);
 /* Dynamic shared memory of the calling thread, grown to bytes; NULL on malloc failure. */
 KEEL_HIDDEN void *keel__cpu_thread_scratch(size_t bytes);
 KEEL_HIDDEN void keel__cpu_thread_scratch_free(void);

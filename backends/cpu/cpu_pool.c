@@ -71,6 +71,71 @@ void keel__cpu_thread_scratch_free(void)
     }
 }
 
+/* ---- spinning before sleeping ---- */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static uint64_t cpu_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+int keel__cpu_spin_changed(_Atomic uint64_t *v, uint64_t old)
+{
+    uint64_t deadline = 0;
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(v, memory_order_acquire) != old)
+            return 1;
+        cpu_relax();
+        if ((i & 63) == 0) {
+            uint64_t t = cpu_now_ns();
+            if (!deadline)
+                deadline = t + KEEL_CPU_SPIN_NS;
+            else if (t > deadline)
+                return 0;
+        }
+    }
+}
+
+int keel__cpu_spin_reached(_Atomic uint64_t *v, uint64_t at_least)
+{
+    uint64_t deadline = 0;
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(v, memory_order_acquire) >= at_least)
+            return 1;
+        cpu_relax();
+        if ((i & 63) == 0) {
+            uint64_t t = cpu_now_ns();
+            if (!deadline)
+                deadline = t + KEEL_CPU_SPIN_NS;
+            else if (t > deadline)
+                return 0;
+        }
+    }
+}
+
+void keel__cpu_stream_fail(cpu_stream_t *s, keel_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    pthread_mutex_lock(&s->lock);
+    if (s->async_status == KEEL_OK) {
+        s->async_status = status;
+        va_start(ap, fmt);
+        vsnprintf(s->async_msg, sizeof s->async_msg, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 /* ---- the pool ---- */
 
 void keel__cpu_pool_init(cpu_pool_t *pool, int threads)
@@ -118,6 +183,13 @@ static void *cpu_helper_main(void *p)
     keel__cpu_tls_pool_worker = 1;
     pthread_mutex_lock(&pool->lock);
     for (;;) {
+        if (!pool->head && !pool->stop) {
+            /* Kernels tend to come in runs: wait a moment for the next one awake. */
+            uint64_t seen = atomic_load_explicit(&pool->posted, memory_order_relaxed);
+            pthread_mutex_unlock(&pool->lock);
+            keel__cpu_spin_changed(&pool->posted, seen);
+            pthread_mutex_lock(&pool->lock);
+        }
         while (!pool->head && !pool->stop)
             pthread_cond_wait(&pool->work_cv, &pool->lock);
         if (pool->stop && !pool->head)
@@ -208,6 +280,8 @@ void keel__cpu_pool_run(cpu_device_t *dev, size_t n, size_t grain,
     else
         pool->head = &job;
     pool->tail = &job;
+    atomic_store_explicit(&pool->posted, atomic_load_explicit(&pool->posted, memory_order_relaxed) + 1,
+                          memory_order_release);
     pthread_cond_broadcast(&pool->work_cv);
     pthread_mutex_unlock(&pool->lock);
 

@@ -39,6 +39,18 @@ void keel__cpu_cmd_free(cpu_cmd_t *c)
 
 cpu_cmd_t *keel__cpu_cmd_get(cpu_stream_t *s, size_t data_bytes)
 {
+    /* The worker itself never waits: it is the one that makes room. */
+    if (!s->capture &&
+        atomic_load_explicit(&s->submitted, memory_order_relaxed) -
+                atomic_load_explicit(&s->completed, memory_order_relaxed) >= KEEL_CPU_QUEUE_DEPTH &&
+        !pthread_equal(pthread_self(), s->thread)) {
+        s->idle_waiters++;
+        while (!s->capture && atomic_load_explicit(&s->submitted, memory_order_relaxed) -
+                                      atomic_load_explicit(&s->completed, memory_order_relaxed) >=
+                                  KEEL_CPU_QUEUE_DEPTH)
+            pthread_cond_wait(&s->idle_cv, &s->lock);
+        s->idle_waiters--;
+    }
     cpu_cmd_t *c = s->free_list;
     if (c)
         s->free_list = c->next;
@@ -95,7 +107,8 @@ void keel__cpu_cmd_push_locked(cpu_stream_t *s, cpu_cmd_t *c)
     else
         s->head = c;
     s->tail = c;
-    s->submitted++;
+    atomic_store_explicit(&s->submitted, atomic_load_explicit(&s->submitted, memory_order_relaxed) + 1,
+                          memory_order_release);
     if (s->worker_sleeping)
         pthread_cond_signal(&s->work_cv);
 }
@@ -114,19 +127,6 @@ void keel__cpu_cmd_cancel(cpu_stream_t *s, cpu_cmd_t *c)
 }
 
 /* ---- the worker ---- */
-
-void keel__cpu_stream_fail(cpu_stream_t *s, keel_status_t status, const char *fmt, ...)
-{
-    va_list ap;
-    pthread_mutex_lock(&s->lock);
-    if (s->async_status == KEEL_OK) {
-        s->async_status = status;
-        va_start(ap, fmt);
-        vsnprintf(s->async_msg, sizeof s->async_msg, fmt, ap);
-        va_end(ap);
-    }
-    pthread_mutex_unlock(&s->lock);
-}
 
 static void cpu_cmd_run(cpu_stream_t *s, cpu_cmd_t *c)
 {
@@ -166,6 +166,12 @@ static void *cpu_stream_main(void *p)
     keel__cpu_tls_pool_worker = 0;
     pthread_mutex_lock(&s->lock);
     for (;;) {
+        if (!s->head && !s->stop) {
+            uint64_t seen = atomic_load_explicit(&s->submitted, memory_order_relaxed);
+            pthread_mutex_unlock(&s->lock);
+            keel__cpu_spin_changed(&s->submitted, seen);
+            pthread_mutex_lock(&s->lock);
+        }
         while (!s->head && !s->stop) {
             s->worker_sleeping = 1;
             pthread_cond_wait(&s->work_cv, &s->lock);
@@ -182,7 +188,8 @@ static void *cpu_stream_main(void *p)
         pthread_mutex_lock(&s->lock);
         c->next = s->free_list;
         s->free_list = c;
-        s->completed++;
+        atomic_store_explicit(&s->completed, atomic_load_explicit(&s->completed, memory_order_relaxed) + 1,
+                              memory_order_release);
         if (s->idle_waiters)
             pthread_cond_broadcast(&s->idle_cv);
     }
@@ -235,8 +242,9 @@ static keel_status_t cpu_stream_create(void *device_ctx, unsigned flags, int pri
 keel_status_t keel__cpu_stream_sync(cpu_stream_t *s)
 {
     keel_status_t st = KEEL_OK;
+    uint64_t target = atomic_load_explicit(&s->submitted, memory_order_acquire);
+    keel__cpu_spin_reached(&s->completed, target);
     pthread_mutex_lock(&s->lock);
-    uint64_t target = s->submitted;
     if (s->completed < target) {
         s->idle_waiters++;
         while (s->completed < target)
@@ -296,9 +304,8 @@ static keel_status_t cpu_stream_synchronize(void *stream_ctx)
 static keel_status_t cpu_stream_query(void *stream_ctx)
 {
     cpu_stream_t *s = stream_ctx;
-    pthread_mutex_lock(&s->lock);
-    int idle = s->completed == s->submitted;
-    pthread_mutex_unlock(&s->lock);
+    uint64_t target = atomic_load_explicit(&s->submitted, memory_order_acquire);
+    int idle = atomic_load_explicit(&s->completed, memory_order_acquire) >= target;
     return idle ? KEEL_OK : KEEL_ERROR_NOT_READY;
 }
 
