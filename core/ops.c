@@ -209,7 +209,7 @@ static keel_status_t copy2d_common(keel_stream_t *stream, const char *fn, int tr
         TRY(check_matrix(stream, fn, "dst", dst, rows, cols, dst_ld, es));
     if (rows == 0 || cols == 0)
         return KEEL_OK;
-    size_t se, de;
+    size_t se = 0, de = 0;
     span(rows, cols, src_ld, &se);
     if (transpose)
         span(cols, rows, dst_ld, &de);

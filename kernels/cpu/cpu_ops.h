@@ -1,0 +1,146 @@
+/* Shared pieces of the CPU built-in operations: 16-bit float conversions
+ * and the dtype-dispatching tile loaders. Internal to libkeel. */
+#ifndef KEEL_KERNELS_CPU_OPS_H
+#define KEEL_KERNELS_CPU_OPS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include "keel/backend_ops.h"
+
+#define KEEL_CPU_HIDDEN __attribute__((visibility("hidden")))
+
+/* Elements a half-precision loop converts to f32 at a time: small enough for
+ * the stack and L1, large enough to amortize the loop around it. */
+#define KEEL_CPU_TILE 512
+
+/* Items below which a loop stays on the calling worker thread. */
+#define KEEL_CPU_GRAIN ((size_t)1 << 15)
+
+static inline uint32_t keel__f2u(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static inline float keel__u2f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* binary32 -> binary16, round to nearest even; NaN stays a (quiet) NaN. */
+static inline uint16_t keel__f32_to_f16(float f)
+{
+    uint32_t x = keel__f2u(f);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) /* Inf or NaN */
+        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0u));
+    if (ax >= 0x477ff000u) /* rounds past 65504 */
+        return (uint16_t)(sign | 0x7c00u);
+    if (ax < 0x38800000u) {
+        /* Below the smallest normal: adding 0.5 makes the FPU round the
+         * value to a multiple of 2^-24, the subnormal step, to nearest even. */
+        float a = keel__u2f(ax) + 0.5f;
+        return (uint16_t)(sign | (keel__f2u(a) - 0x3f000000u));
+    }
+    uint32_t odd = (ax >> 13) & 1u;
+    ax += 0xc8000fffu + odd; /* rebias the exponent by -112 and round */
+    return (uint16_t)(sign | (ax >> 13));
+}
+
+static inline float keel__f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f)
+        return keel__u2f(sign | 0x7f800000u | (m << 13));
+    if (e == 0) {
+        float v = (float)m * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    return keel__u2f(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+static inline uint16_t keel__f32_to_bf16(float f)
+{
+    uint32_t x = keel__f2u(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+static inline float keel__bf16_to_f32(uint16_t h)
+{
+    return keel__u2f((uint32_t)h << 16);
+}
+
+/* double -> float rounded to odd: converting that float to a format of at
+ * most 22 significand bits then rounds once, correctly, from the double. */
+static inline float keel__f64_to_f32_odd(double d)
+{
+    float f = (float)d;
+    if (isnan(d) || (double)f == d)
+        return f;
+    if (fabs((double)f) > fabs(d))
+        f = nextafterf(f, 0.0f);
+    return keel__u2f(keel__f2u(f) | 1u);
+}
+
+static inline uint16_t keel__f64_to_f16(double d)
+{
+    return keel__f32_to_f16(keel__f64_to_f32_odd(d));
+}
+
+static inline uint16_t keel__f64_to_bf16(double d)
+{
+    return keel__f32_to_bf16(keel__f64_to_f32_odd(d));
+}
+
+/* n elements of a 16/32-bit dtype at src (element offset applied by the
+ * caller) to f32, and back. */
+static inline void keel__load_f32(keel_dtype_t dt, const void *src, size_t n, float *dst)
+{
+    if (dt == KEEL_F32) {
+        memcpy(dst, src, n * 4);
+    } else if (dt == KEEL_F16) {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++)
+            dst[i] = keel__f16_to_f32(s[i]);
+    } else {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++)
+            dst[i] = keel__bf16_to_f32(s[i]);
+    }
+}
+
+static inline void keel__store_f32(keel_dtype_t dt, void *dst, size_t n, const float *src)
+{
+    if (dt == KEEL_F32) {
+        memcpy(dst, src, n * 4);
+    } else if (dt == KEEL_F16) {
+        uint16_t *d = dst;
+        for (size_t i = 0; i < n; i++)
+            d[i] = keel__f32_to_f16(src[i]);
+    } else {
+        uint16_t *d = dst;
+        for (size_t i = 0; i < n; i++)
+            d[i] = keel__f32_to_bf16(src[i]);
+    }
+}
+
+static inline size_t keel__esize(keel_dtype_t dt)
+{
+    return dt == KEEL_F64 ? 8 : dt == KEEL_F32 ? 4 : 2;
+}
+
+/* The BLAS half (kernels/cpu/ops_cpu_blas.c). */
+KEEL_CPU_HIDDEN keel_status_t keel__cpu_gemm(void *stream_ctx, const keel_gemm_params_t *p);
+KEEL_CPU_HIDDEN keel_status_t keel__cpu_gemv(void *stream_ctx, const keel_gemv_args_t *g);
+KEEL_CPU_HIDDEN keel_status_t keel__cpu_dense(void *stream_ctx, const keel_dense_params_t *p);
+
+#endif /* KEEL_KERNELS_CPU_OPS_H */

@@ -1,0 +1,484 @@
+/* CPU GEMM, GEMV and the dense layer: OpenBLAS (cblas) when configure found
+ * it, plain loops otherwise. f16 and bf16 operands are widened to f32 into
+ * buffers allocated when the call is enqueued (so running out of memory is an
+ * error the caller sees, not a failure on a worker thread), multiplied in
+ * f32, and narrowed on the way out. The core hands every call over in
+ * column-major form (keel/backend_ops.h). */
+#include "config.h"
+#include <stdlib.h>
+#include "kernels/cpu/cpu_ops.h"
+#include "backends/cpu/cpu_enqueue.h"
+#include "core/internal.h"
+#ifdef HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+/* ---- column-major helpers ---- */
+
+/* Widen a stored column-major matrix (r x c, leading dimension ld) of dt
+ * into a packed f32 one (leading dimension r). */
+static void widen(keel_dtype_t dt, const void *src, size_t r, size_t c, size_t ld, float *dst)
+{
+    for (size_t j = 0; j < c; j++)
+        keel__load_f32(dt, (const uint16_t *)src + j * ld, r, dst + j * r);
+}
+
+static void narrow(keel_dtype_t dt, const float *src, size_t r, size_t c, void *dst, size_t ld)
+{
+    for (size_t j = 0; j < c; j++)
+        keel__store_f32(dt, (uint16_t *)dst + j * ld, r, src + j * r);
+}
+
+#ifndef HAVE_OPENBLAS
+/* Reference-quality fallback: C = alpha op(A) op(B) + beta C, column-major,
+ * with the innermost loop over contiguous rows of C so it vectorizes. */
+#define DEFINE_GEMM_LOOP(T)                                                                         \
+    static void gemm_loop_##T(int ta, int tb, size_t m, size_t n, size_t k, T alpha, const T *A,    \
+                              size_t lda, const T *B, size_t ldb, T beta, T *C, size_t ldc)         \
+    {                                                                                               \
+        for (size_t j = 0; j < n; j++) {                                                            \
+            T *c = C + j * ldc;                                                                     \
+            if (beta == 0)                                                                          \
+                for (size_t i = 0; i < m; i++)                                                      \
+                    c[i] = 0;                                                                       \
+            else if (beta != 1)                                                                     \
+                for (size_t i = 0; i < m; i++)                                                      \
+                    c[i] *= beta;                                                                   \
+            for (size_t l = 0; l < k; l++) {                                                        \
+                T bv = alpha * (tb ? B[j + l * ldb] : B[l + j * ldb]);                              \
+                if (!ta) {                                                                          \
+                    const T *a = A + l * lda;                                                       \
+                    for (size_t i = 0; i < m; i++)                                                  \
+                        c[i] += a[i] * bv;                                                          \
+                } else {                                                                            \
+                    for (size_t i = 0; i < m; i++)                                                  \
+                        c[i] += A[l + i * lda] * bv;                                                \
+                }                                                                                   \
+            }                                                                                       \
+        }                                                                                           \
+    }
+DEFINE_GEMM_LOOP(float)
+DEFINE_GEMM_LOOP(double)
+
+#define DEFINE_GEMV_LOOP(T)                                                                          \
+    static void gemv_loop_##T(int t, size_t m, size_t n, T alpha, const T *A, size_t lda, const T *x, \
+                              size_t incx, T beta, T *y, size_t incy)                                \
+    {                                                                                                \
+        size_t ylen = t ? n : m, xlen = t ? m : n;                                                   \
+        for (size_t i = 0; i < ylen; i++)                                                            \
+            y[i * incy] = beta == 0 ? 0 : beta * y[i * incy];                                        \
+        if (!t) {                                                                                    \
+            for (size_t j = 0; j < xlen; j++) {                                                      \
+                T xv = alpha * x[j * incx];                                                          \
+                for (size_t i = 0; i < m; i++)                                                       \
+                    y[i * incy] += A[i + j * lda] * xv;                                              \
+            }                                                                                        \
+        } else {                                                                                     \
+            for (size_t j = 0; j < n; j++) {                                                         \
+                T s = 0;                                                                             \
+                for (size_t i = 0; i < m; i++)                                                       \
+                    s += A[i + j * lda] * x[i * incx];                                               \
+                y[j * incy] += alpha * s;                                                            \
+            }                                                                                        \
+        }                                                                                            \
+    }
+DEFINE_GEMV_LOOP(float)
+DEFINE_GEMV_LOOP(double)
+#endif
+
+static void sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *A, size_t lda,
+                  const float *B, size_t ldb, float beta, float *C, size_t ldc)
+{
+#ifdef HAVE_OPENBLAS
+    cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)m,
+                (blasint)n, (blasint)k, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+#else
+    gemm_loop_float(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
+}
+
+static void dgemm(int ta, int tb, size_t m, size_t n, size_t k, double alpha, const double *A, size_t lda,
+                  const double *B, size_t ldb, double beta, double *C, size_t ldc)
+{
+#ifdef HAVE_OPENBLAS
+    cblas_dgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)m,
+                (blasint)n, (blasint)k, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+#else
+    gemm_loop_double(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
+}
+
+/* C = beta C for k == 0 (BLAS libraries differ on whether they accept it). */
+#define DEFINE_SCALE(T)                                                                   \
+    static void scale_##T(size_t m, size_t n, T beta, T *C, size_t ldc)                   \
+    {                                                                                     \
+        for (size_t j = 0; j < n; j++)                                                    \
+            for (size_t i = 0; i < m; i++)                                                \
+                C[i + j * ldc] = beta == 0 ? (T)0 : beta * C[i + j * ldc];                \
+    }
+DEFINE_SCALE(float)
+DEFINE_SCALE(double)
+
+/* ======================================================================== */
+/* GEMM                                                                      */
+/* ======================================================================== */
+
+typedef struct {
+    keel_gemm_params_t p;
+    float *wa, *wb, *wc; /* f32 work buffers for 16-bit operands; freed by the runner */
+} gemm_run_t;
+
+/* One product of the batch, column-major. */
+static void gemm_one(const gemm_run_t *r, size_t bi)
+{
+    const keel_gemm_params_t *p = &r->p;
+    size_t m = p->m, n = p->n, k = p->k;
+    int ta = p->transa == KEEL_TRANS, tb = p->transb == KEEL_TRANS;
+    size_t ces = keel__esize(p->c_type), ies = keel__esize(p->a_type);
+    const char *A = (const char *)p->a + bi * p->stride_a * ies;
+    const char *B = (const char *)p->b + bi * p->stride_b * ies;
+    char *C = (char *)p->c + bi * p->stride_c * ces;
+
+    if (p->a_type == KEEL_F64) {
+        if (k == 0)
+            scale_double(m, n, p->beta, (double *)C, p->ldc);
+        else
+            dgemm(ta, tb, m, n, k, p->alpha, (const double *)A, p->lda, (const double *)B, p->ldb, p->beta,
+                  (double *)C, p->ldc);
+        return;
+    }
+    const float *fa = (const float *)A, *fb = (const float *)B;
+    size_t lda = p->lda, ldb = p->ldb;
+    if (p->a_type != KEEL_F32 && k) {
+        size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+        widen(p->a_type, A, ar, ac, lda, r->wa);
+        widen(p->b_type, B, br, bc, ldb, r->wb);
+        fa = r->wa;
+        fb = r->wb;
+        lda = ar;
+        ldb = br;
+    }
+    float *fc = (float *)C;
+    size_t ldc = p->ldc;
+    if (p->c_type != KEEL_F32) {
+        fc = r->wc;
+        ldc = m;
+        if (p->beta != 0)
+            widen(p->c_type, C, m, n, p->ldc, fc);
+    }
+    if (k == 0)
+        scale_float(m, n, (float)p->beta, fc, ldc);
+    else
+        sgemm(ta, tb, m, n, k, (float)p->alpha, fa, lda, fb, ldb, p->c_type != KEEL_F32 && p->beta == 0 ? 0.0f
+              : (float)p->beta, fc, ldc);
+    if (p->c_type != KEEL_F32)
+        narrow(p->c_type, fc, m, n, C, p->ldc);
+}
+
+static void gemm_run(void *payload)
+{
+    gemm_run_t *r = payload;
+    for (size_t b = 0; b < r->p.batch_count; b++)
+        gemm_one(r, b);
+    free(r->wa);
+    free(r->wb);
+    free(r->wc);
+}
+
+static keel_status_t alloc_f32(float **out, size_t r, size_t c, const char *what)
+{
+    size_t bytes;
+    *out = NULL;
+    if (r == 0 || c == 0)
+        return KEEL_OK;
+    if (__builtin_mul_overflow(r * c, sizeof(float), &bytes) || !(*out = malloc(bytes)))
+        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_gemm: no host memory for the f32 copy of %s (%zu x %zu)",
+                               what, r, c);
+    return KEEL_OK;
+}
+
+keel_status_t keel__cpu_gemm(void *s, const keel_gemm_params_t *p)
+{
+    gemm_run_t r = {*p, NULL, NULL, NULL};
+    keel_status_t st = KEEL_OK;
+    if (p->a_type == KEEL_F16 || p->a_type == KEEL_BF16) {
+        if (p->k) {
+            st = alloc_f32(&r.wa, p->m, p->k, "A");
+            if (!st)
+                st = alloc_f32(&r.wb, p->k, p->n, "B");
+        }
+        if (!st && p->c_type != KEEL_F32)
+            st = alloc_f32(&r.wc, p->m, p->n, "C");
+    }
+    if (!st)
+        st = keel__cpu_enqueue(s, gemm_run, &r, sizeof(r));
+    if (st) {
+        free(r.wa);
+        free(r.wb);
+        free(r.wc);
+    }
+    return st;
+}
+
+/* ======================================================================== */
+/* GEMV                                                                      */
+/* ======================================================================== */
+
+typedef struct {
+    keel_gemv_args_t g;
+    float *wa, *wx, *wy;
+} gemv_run_t;
+
+static void gemv_run(void *payload)
+{
+    gemv_run_t *r = payload;
+    const keel_gemv_args_t *g = &r->g;
+    int t = g->trans == KEEL_TRANS;
+    size_t xlen = t ? g->m : g->n, ylen = t ? g->n : g->m;
+    if (g->dtype == KEEL_F64) {
+        double *yd = g->y;
+        /* BLAS skips the beta scaling when A is empty, and some versions let
+         * 0 * NaN through when beta is 0: do both here. */
+        if (g->beta == 0 || g->m == 0 || g->n == 0) {
+            for (size_t i = 0; i < ylen; i++)
+                yd[i * g->incy] = g->beta == 0 ? 0.0 : g->beta * yd[i * g->incy];
+            if (g->m == 0 || g->n == 0)
+                return;
+        }
+#ifdef HAVE_OPENBLAS
+        cblas_dgemv(CblasColMajor, t ? CblasTrans : CblasNoTrans, (blasint)g->m, (blasint)g->n, g->alpha, g->a,
+                    (blasint)g->lda, g->x, (blasint)g->incx, g->beta, g->y, (blasint)g->incy);
+#else
+        gemv_loop_double(t, g->m, g->n, g->alpha, g->a, g->lda, g->x, g->incx, g->beta, g->y, g->incy);
+#endif
+        return;
+    }
+    const float *A = g->a, *x = g->x;
+    float *y = g->y;
+    size_t lda = g->lda, incx = g->incx, incy = g->incy;
+    if (g->dtype != KEEL_F32) {
+        if (g->m && g->n) {
+            widen(g->dtype, g->a, g->m, g->n, g->lda, r->wa);
+            widen(g->dtype, g->x, 1, xlen, g->incx, r->wx);
+        }
+        if (g->beta != 0)
+            widen(g->dtype, g->y, 1, ylen, g->incy, r->wy);
+        A = r->wa;
+        x = r->wx;
+        y = r->wy;
+        lda = g->m ? g->m : 1;
+        incx = incy = 1;
+    }
+    float beta = (float)g->beta;
+    if (beta == 0)
+        for (size_t i = 0; i < ylen; i++)
+            y[i * incy] = 0.0f;
+    if (g->m == 0 || g->n == 0) {
+        for (size_t i = 0; i < ylen; i++)
+            y[i * incy] = beta == 0 ? 0.0f : beta * y[i * incy];
+    } else {
+#ifdef HAVE_OPENBLAS
+        cblas_sgemv(CblasColMajor, t ? CblasTrans : CblasNoTrans, (blasint)g->m, (blasint)g->n, (float)g->alpha, A,
+                    (blasint)lda, x, (blasint)incx, beta, y, (blasint)incy);
+#else
+        gemv_loop_float(t, g->m, g->n, (float)g->alpha, A, lda, x, incx, beta, y, incy);
+#endif
+    }
+    if (g->dtype != KEEL_F32)
+        narrow(g->dtype, r->wy, 1, ylen, g->y, g->incy);
+    free(r->wa);
+    free(r->wx);
+    free(r->wy);
+}
+
+keel_status_t keel__cpu_gemv(void *s, const keel_gemv_args_t *g)
+{
+    gemv_run_t r = {*g, NULL, NULL, NULL};
+    keel_status_t st = KEEL_OK;
+    if (g->dtype == KEEL_F16 || g->dtype == KEEL_BF16) {
+        int t = g->trans == KEEL_TRANS;
+        st = alloc_f32(&r.wa, g->m, g->n, "A");
+        if (!st)
+            st = alloc_f32(&r.wx, 1, t ? g->m : g->n, "x");
+        if (!st)
+            st = alloc_f32(&r.wy, 1, t ? g->n : g->m, "y");
+    }
+    if (!st)
+        st = keel__cpu_enqueue(s, gemv_run, &r, sizeof(r));
+    if (st) {
+        free(r.wa);
+        free(r.wx);
+        free(r.wy);
+    }
+    return st;
+}
+
+/* ======================================================================== */
+/* dense: Y = act(op(W) X + bias)                                            */
+/* ======================================================================== */
+
+typedef struct {
+    keel_dense_params_t p;
+    float *ww, *wx, *wy; /* f32 copies for 16-bit data */
+} dense_run_t;
+
+static inline float act_f(keel_activation_t act, float v)
+{
+    switch (act) {
+    case KEEL_ACT_RELU: return v < 0 ? 0.0f : v;
+    case KEEL_ACT_GELU: return 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+    case KEEL_ACT_GELU_ERF: return 0.5f * v * (1.0f + erff(v * 0.70710678f));
+    default: return v;
+    }
+}
+
+static inline double act_d(keel_activation_t act, double v)
+{
+    switch (act) {
+    case KEEL_ACT_RELU: return v < 0 ? 0.0 : v;
+    case KEEL_ACT_GELU: return 0.5 * v * (1.0 + tanh(0.79788456080286535588 * (v + 0.044715 * v * v * v)));
+    case KEEL_ACT_GELU_ERF: return 0.5 * v * (1.0 + erf(v * 0.70710678118654752440));
+    default: return v;
+    }
+}
+
+/* The epilogue over "lines" of Y: for column-major Y a line is a column
+ * (m elements, bias[i] per element); for row-major Y it is a row (n
+ * elements, one bias value). Reads the f32 or f64 product, writes Y. */
+static void dense_epilogue(void *arg, size_t b, size_t e)
+{
+    const dense_run_t *r = arg;
+    const keel_dense_params_t *p = &r->p;
+    int col = p->layout == KEEL_COL_MAJOR;
+    size_t len = col ? p->m : p->n;
+    float bt[KEEL_CPU_TILE], t[KEEL_CPU_TILE];
+    for (size_t line = b; line < e; line++) {
+        if (p->dtype == KEEL_F64) {
+            double *y = (double *)p->y + line * p->ldy;
+            const double *bias = p->bias;
+            for (size_t i = 0; i < len; i++) {
+                double bv = bias ? bias[col ? i : line] : 0.0;
+                y[i] = act_d(p->act, y[i] + bv);
+            }
+            continue;
+        }
+        /* f32 product: in Y itself for f32, in the work buffer (packed) otherwise */
+        float *src = p->dtype == KEEL_F32 ? (float *)p->y + line * p->ldy : r->wy + line * len;
+        for (size_t off = 0; off < len; off += KEEL_CPU_TILE) {
+            size_t c = len - off < KEEL_CPU_TILE ? len - off : KEEL_CPU_TILE;
+            if (p->bias) {
+                if (col)
+                    keel__load_f32(p->dtype, (const char *)p->bias + off * keel__esize(p->dtype), c, bt);
+                else {
+                    float bv;
+                    keel__load_f32(p->dtype, (const char *)p->bias + line * keel__esize(p->dtype), 1, &bv);
+                    for (size_t i = 0; i < c; i++)
+                        bt[i] = bv;
+                }
+            } else {
+                for (size_t i = 0; i < c; i++)
+                    bt[i] = 0.0f;
+            }
+            float *o = p->dtype == KEEL_F32 ? src + off : t;
+            switch (p->act) {
+            case KEEL_ACT_NONE:
+                for (size_t i = 0; i < c; i++)
+                    o[i] = src[off + i] + bt[i];
+                break;
+            case KEEL_ACT_RELU:
+                for (size_t i = 0; i < c; i++) {
+                    float v = src[off + i] + bt[i];
+                    o[i] = v < 0 ? 0.0f : v;
+                }
+                break;
+            default:
+                for (size_t i = 0; i < c; i++)
+                    o[i] = act_f(p->act, src[off + i] + bt[i]);
+                break;
+            }
+            if (p->dtype != KEEL_F32)
+                keel__store_f32(p->dtype, (uint16_t *)p->y + line * p->ldy + off, c, t);
+        }
+    }
+}
+
+static void dense_run(void *payload)
+{
+    dense_run_t *r = payload;
+    const keel_dense_params_t *p = &r->p;
+    int col = p->layout == KEEL_COL_MAJOR, tw = p->transw == KEEL_TRANS;
+    size_t m = p->m, n = p->n, k = p->k;
+    size_t lines = col ? n : m, len = col ? m : n;
+    /* In column-major terms: Y (m x n) = op(W) X; a row-major call is the
+     * transposed product Y^T = X^T op(W)^T. */
+    if (p->dtype == KEEL_F64) {
+        if (k == 0)
+            scale_double(len, lines, 0.0, p->y, p->ldy);
+        else if (col)
+            dgemm(tw, 0, m, n, k, 1.0, p->w, p->ldw, p->x, p->ldx, 0.0, p->y, p->ldy);
+        else
+            dgemm(0, tw, n, m, k, 1.0, p->x, p->ldx, p->w, p->ldw, 0.0, p->y, p->ldy);
+    } else {
+        const float *W = p->w, *X = p->x;
+        size_t ldw = p->ldw, ldx = p->ldx;
+        float *Y = p->y;
+        size_t ldy = p->ldy;
+        if (p->dtype != KEEL_F32) {
+            /* widen in the stored orientation: stored r x c column-major, or
+             * row-major seen as its column-major transpose */
+            size_t wr = tw ? k : m, wc = tw ? m : k;
+            if (col) {
+                if (k) {
+                    widen(p->dtype, p->w, wr, wc, p->ldw, r->ww);
+                    widen(p->dtype, p->x, k, n, p->ldx, r->wx);
+                }
+                ldw = wr;
+                ldx = k;
+            } else {
+                if (k) {
+                    widen(p->dtype, p->w, wc, wr, p->ldw, r->ww);
+                    widen(p->dtype, p->x, n, k, p->ldx, r->wx);
+                }
+                ldw = wc;
+                ldx = n;
+            }
+            W = r->ww;
+            X = r->wx;
+            Y = r->wy;
+            ldy = len;
+        }
+        if (k == 0)
+            scale_float(len, lines, 0.0f, Y, ldy);
+        else if (col)
+            sgemm(tw, 0, m, n, k, 1.0f, W, ldw, X, ldx, 0.0f, Y, ldy);
+        else
+            sgemm(0, tw, n, m, k, 1.0f, X, ldx, W, ldw, 0.0f, Y, ldy);
+    }
+    keel__cpu_parallel_for(lines, len >= KEEL_CPU_GRAIN ? 1 : KEEL_CPU_GRAIN / len, dense_epilogue, r);
+    free(r->ww);
+    free(r->wx);
+    free(r->wy);
+}
+
+keel_status_t keel__cpu_dense(void *s, const keel_dense_params_t *p)
+{
+    dense_run_t r = {*p, NULL, NULL, NULL};
+    keel_status_t st = KEEL_OK;
+    if (p->dtype == KEEL_F16 || p->dtype == KEEL_BF16) {
+        if (p->k) {
+            st = alloc_f32(&r.ww, p->m, p->k, "W");
+            if (!st)
+                st = alloc_f32(&r.wx, p->k, p->n, "X");
+        }
+        if (!st)
+            st = alloc_f32(&r.wy, p->m, p->n, "Y");
+    }
+    if (!st)
+        st = keel__cpu_enqueue(s, dense_run, &r, sizeof(r));
+    if (st) {
+        free(r.ww);
+        free(r.wx);
+        free(r.wy);
+    }
+    return st;
+}

@@ -1,0 +1,1051 @@
+/* Conformance suite of the built-in operations (keel/ops.h), run on every
+ * usable backend by the shared fixture. Every result is compared with a
+ * float64 reference computed here from the inputs as rounded to the dtype,
+ * on fresh random data; outputs are poisoned first so unwritten elements
+ * show. Error paths check the status, the detail and that nothing was
+ * written. */
+#include <math.h>
+#include <stdlib.h>
+#include "tests/fixture.h"
+#include "keel/ops.h"
+#include "kernels/cpu/cpu_ops.h"
+
+static const keel_dtype_t all_dtypes[] = {KEEL_F32, KEEL_F64, KEEL_F16, KEEL_BF16};
+#define NDT 4
+
+/* ---- host-side helpers ---- */
+
+static keel_stream_t *stream_of(keel_device_t *dev)
+{
+    keel_stream_t *s;
+    KT_OK(keel_device_default_stream(dev, &s));
+    return s;
+}
+
+static void *dalloc(keel_device_t *dev, size_t bytes)
+{
+    void *p;
+    KT_OK(keel_malloc(dev, bytes ? bytes : 1, &p));
+    return p;
+}
+
+static double urand(void)
+{
+    return (double)(kt_rand64() >> 11) * 0x1p-53 * 2.0 - 1.0; /* [-1, 1) */
+}
+
+static double to_dtype(keel_dtype_t dt, double v)
+{
+    switch (dt) {
+    case KEEL_F32: return (float)v;
+    case KEEL_F16: return keel__f16_to_f32(keel__f64_to_f16(v));
+    case KEEL_BF16: return keel__bf16_to_f32(keel__f64_to_bf16(v));
+    default: return v;
+    }
+}
+
+/* Random values in [-scale, scale), rounded to dt. */
+static double *rand_vals(keel_dtype_t dt, size_t n, double scale)
+{
+    double *v = malloc((n ? n : 1) * sizeof(double));
+    for (size_t i = 0; i < n; i++)
+        v[i] = to_dtype(dt, urand() * scale);
+    return v;
+}
+
+static void encode(keel_dtype_t dt, const double *v, size_t n, void *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        switch (dt) {
+        case KEEL_F32: ((float *)out)[i] = (float)v[i]; break;
+        case KEEL_F64: ((double *)out)[i] = v[i]; break;
+        case KEEL_F16: ((uint16_t *)out)[i] = keel__f64_to_f16(v[i]); break;
+        case KEEL_BF16: ((uint16_t *)out)[i] = keel__f64_to_bf16(v[i]); break;
+        }
+    }
+}
+
+static void decode(keel_dtype_t dt, const void *in, size_t n, double *v)
+{
+    for (size_t i = 0; i < n; i++) {
+        switch (dt) {
+        case KEEL_F32: v[i] = ((const float *)in)[i]; break;
+        case KEEL_F64: v[i] = ((const double *)in)[i]; break;
+        case KEEL_F16: v[i] = keel__f16_to_f32(((const uint16_t *)in)[i]); break;
+        case KEEL_BF16: v[i] = keel__bf16_to_f32(((const uint16_t *)in)[i]); break;
+        }
+    }
+}
+
+/* Device buffer holding v (n values of dt). */
+static void *upload(keel_device_t *dev, keel_dtype_t dt, const double *v, size_t n)
+{
+    size_t es = keel_dtype_size(dt);
+    void *h = malloc(n * es + 1), *d = dalloc(dev, n * es);
+    encode(dt, v, n, h);
+    if (n)
+        KT_OK(keel_memcpy(d, h, n * es));
+    free(h);
+    return d;
+}
+
+/* Poisoned device buffer of n elements (0xA5 bytes: a finite, recognizable value). */
+static void *poisoned(keel_device_t *dev, size_t bytes)
+{
+    void *d = dalloc(dev, bytes);
+    KT_OK(keel_memset(d, KT_POISON_BYTE, bytes ? bytes : 1));
+    return d;
+}
+
+static double *download(keel_device_t *dev, keel_dtype_t dt, const void *d, size_t n)
+{
+    KT_OK(keel_device_synchronize(dev));
+    size_t es = keel_dtype_size(dt);
+    void *h = malloc(n * es + 1);
+    double *v = malloc((n ? n : 1) * sizeof(double));
+    if (n)
+        KT_OK(keel_memcpy(h, d, n * es));
+    decode(dt, h, n, v);
+    free(h);
+    return v;
+}
+
+/* Unit roundoff of each dtype's storage. */
+static double ulp_of(keel_dtype_t dt)
+{
+    switch (dt) {
+    case KEEL_F32: return 0x1p-24;
+    case KEEL_F64: return 0x1p-53;
+    case KEEL_F16: return 0x1p-11;
+    default: return 0x1p-8;
+    }
+}
+
+/* The compute precision: f32 for everything but f64. */
+static double ceps(keel_dtype_t dt)
+{
+    return dt == KEEL_F64 ? 0x1p-52 : 0x1p-23;
+}
+
+/* got and ref agree: both NaN, equal infinities, or |got - ref| <= tol[i]. */
+static void expect_close(const char *what, keel_dtype_t dt, const double *got, const double *ref,
+                         const double *tol, double tol1, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], r = ref[i], t = tol ? tol[i] : tol1;
+        int ok;
+        if (isnan(r))
+            ok = isnan(g);
+        else if (isinf(r))
+            ok = g == r;
+        else
+            ok = fabs(g - r) <= t + 2 * ulp_of(dt) * fabs(r);
+        ck_assert_msg(ok, "%s%s %s: element %zu is %.17g, expected %.17g (tolerance %.3g, seed %lu)", kt_where(),
+                      what, keel_dtype_name(dt), i, g, r, t + 2 * ulp_of(dt) * fabs(r), kt_seed());
+    }
+}
+
+static void expect_bytes_unchanged(keel_device_t *dev, const void *d, size_t bytes)
+{
+    unsigned char *h = malloc(bytes);
+    KT_OK(keel_device_synchronize(dev));
+    KT_OK(keel_memcpy(h, d, bytes));
+    for (size_t i = 0; i < bytes; i++)
+        ck_assert_msg(h[i] == KT_POISON_BYTE, "%sa refused call wrote byte %zu", kt_where(), i);
+    free(h);
+}
+
+static const size_t sizes[] = {0, 1, 7, 33, 1000, 70001};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+/* ======================================================================== */
+
+KT_DEVICE_TEST(test_fill)
+{
+    keel_stream_t *s = stream_of(dev);
+    const double values[] = {1.0 / 3.0, -2.5, 65504.0, 1e30, INFINITY, NAN};
+    for (int d = 0; d < NDT; d++)
+        for (size_t si = 0; si < NSIZES; si++) {
+            keel_dtype_t dt = all_dtypes[d];
+            size_t n = sizes[si];
+            double v = values[si % 6];
+            void *p = poisoned(dev, n * keel_dtype_size(dt) + 8);
+            KT_OK(keel_fill(s, dt, p, n, v));
+            double *got = download(dev, dt, p, n + 1), *ref = malloc((n + 1) * sizeof(double));
+            for (size_t i = 0; i < n; i++)
+                ref[i] = to_dtype(dt, v);
+            expect_close("fill", dt, got, ref, NULL, 0, n);
+            /* the element after the range is untouched */
+            unsigned char tail[8];
+            KT_OK(keel_memcpy(tail, (char *)p + n * keel_dtype_size(dt), 8));
+            ck_assert_msg(tail[0] == KT_POISON_BYTE, "fill wrote past its %zu elements", n);
+            free(got);
+            free(ref);
+            KT_OK(keel_free(p));
+        }
+}
+
+KT_DEVICE_TEST(test_cast)
+{
+    keel_stream_t *s = stream_of(dev);
+    size_t n = 4099;
+    for (int a = 0; a < NDT; a++)
+        for (int b = 0; b < NDT; b++) {
+            keel_dtype_t sd = all_dtypes[a], dd = all_dtypes[b];
+            double *v = rand_vals(sd, n, 100.0);
+            v[0] = NAN;
+            v[1] = -INFINITY;
+            v[2] = to_dtype(sd, 1e-6);   /* subnormal in f16 */
+            v[3] = to_dtype(sd, 70000.0); /* overflows f16 */
+            v[4] = -0.0;
+            void *x = upload(dev, sd, v, n), *y = poisoned(dev, n * keel_dtype_size(dd));
+            KT_OK(keel_cast(s, sd, x, dd, y, n));
+            double *got = download(dev, dd, y, n);
+            for (size_t i = 0; i < n; i++)
+                v[i] = to_dtype(dd, v[i]);
+            /* conversions round once, to nearest even: exact agreement */
+            expect_close("cast", dd, got, v, NULL, 0, n);
+            ck_assert(signbit(got[4]));
+            free(v);
+            free(got);
+            KT_OK(keel_free(x));
+            KT_OK(keel_free(y));
+        }
+    /* f64 -> f16 must round once: 1 + 2^-11 + 2^-40 is just above a tie */
+    double t = 1.0 + 0x1p-11 + 0x1p-40;
+    void *x = upload(dev, KEEL_F64, &t, 1), *y = poisoned(dev, 2);
+    KT_OK(keel_cast(s, KEEL_F64, x, KEEL_F16, y, 1));
+    double *got = download(dev, KEEL_F16, y, 1);
+    ck_assert_msg(got[0] == 1.0 + 0x1p-10, "f64 -> f16 of 1+2^-11+2^-40 gave %.17g", got[0]);
+    free(got);
+    KT_OK(keel_free(x));
+    KT_OK(keel_free(y));
+}
+
+KT_DEVICE_TEST(test_copy_transpose)
+{
+    keel_stream_t *s = stream_of(dev);
+    const size_t shapes[][2] = {{1, 1}, {1, 17}, {17, 1}, {33, 65}, {100, 257}, {0, 5}};
+    for (int d = 0; d < NDT; d++)
+        for (size_t k = 0; k < 6; k++) {
+            keel_dtype_t dt = all_dtypes[d];
+            size_t r = shapes[k][0], c = shapes[k][1], lds = c + 3, ldd = c + 5, ldt = r + 2;
+            size_t ns = r ? (r - 1) * lds + c : 0, nd = r ? (r - 1) * ldd + c : 0, nt = c ? (c - 1) * ldt + r : 0;
+            double *v = rand_vals(dt, ns, 10.0);
+            void *x = upload(dev, dt, v, ns), *y = poisoned(dev, (nd + 1) * keel_dtype_size(dt)),
+                 *t = poisoned(dev, (nt + 1) * keel_dtype_size(dt));
+            KT_OK(keel_copy_2d(s, dt, r, c, x, lds, y, ldd));
+            KT_OK(keel_transpose(s, dt, r, c, x, lds, t, ldt));
+            double *gy = download(dev, dt, y, nd), *gt = download(dev, dt, t, nt);
+            for (size_t i = 0; i < r; i++)
+                for (size_t j = 0; j < c; j++) {
+                    ck_assert_msg(gy[i * ldd + j] == v[i * lds + j], "copy_2d %s (%zu,%zu) of %zux%zu",
+                                  keel_dtype_name(dt), i, j, r, c);
+                    ck_assert_msg(gt[j * ldt + i] == v[i * lds + j], "transpose %s (%zu,%zu) of %zux%zu",
+                                  keel_dtype_name(dt), i, j, r, c);
+                }
+            /* the gaps between rows are untouched */
+            if (r > 1 && c > 0) {
+                unsigned char gap;
+                KT_OK(keel_memcpy(&gap, (char *)y + c * keel_dtype_size(dt), 1));
+                ck_assert_msg(gap == KT_POISON_BYTE, "copy_2d wrote between rows");
+            }
+            free(v);
+            free(gy);
+            free(gt);
+            KT_OK(keel_free(x));
+            KT_OK(keel_free(y));
+            KT_OK(keel_free(t));
+        }
+}
+
+/* ======================================================================== */
+
+static double ref_unary(keel_unary_op_t op, double x)
+{
+    switch (op) {
+    case KEEL_UNARY_NEG: return -x;
+    case KEEL_UNARY_ABS: return fabs(x);
+    case KEEL_UNARY_EXP: return exp(x);
+    case KEEL_UNARY_LOG: return log(x);
+    case KEEL_UNARY_SQRT: return sqrt(x);
+    case KEEL_UNARY_RELU: return isnan(x) ? x : x < 0 ? 0 : x;
+    case KEEL_UNARY_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+    case KEEL_UNARY_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case KEEL_UNARY_SILU: return x / (1 + exp(-x));
+    case KEEL_UNARY_SIGMOID: return 1 / (1 + exp(-x));
+    case KEEL_UNARY_TANH: return tanh(x);
+    }
+    return NAN;
+}
+
+KT_DEVICE_TEST(test_unary)
+{
+    keel_stream_t *s = stream_of(dev);
+    for (int op = KEEL_UNARY_NEG; op <= KEEL_UNARY_TANH; op++)
+        for (int d = 0; d < NDT; d++) {
+            keel_dtype_t dt = all_dtypes[d];
+            size_t n = op % 2 ? 70001 : 1001;
+            double *v = rand_vals(dt, n, 4.0);
+            v[0] = NAN;
+            v[1] = INFINITY;
+            v[2] = -INFINITY;
+            v[3] = 0.0;
+            double *ref = malloc(n * sizeof(double));
+            for (size_t i = 0; i < n; i++)
+                ref[i] = to_dtype(dt, ref_unary(op, v[i]));
+            void *x = upload(dev, dt, v, n), *y = poisoned(dev, n * keel_dtype_size(dt));
+            KT_OK(keel_unary(s, op, dt, n, x, y));
+            double *got = download(dev, dt, y, n);
+            /* results near zero after cancellation (gelu, silu of negatives) need an absolute term */
+            double atol = dt == KEEL_F64 ? 1e-13 : 4e-6 + 4 * ulp_of(dt);
+            char what[32];
+            snprintf(what, sizeof what, "unary op %d", op);
+            expect_close(what, dt, got, ref, NULL, atol, n);
+            /* in place */
+            KT_OK(keel_unary(s, op, dt, n, x, x));
+            free(got);
+            got = download(dev, dt, x, n);
+            expect_close(what, dt, got, ref, NULL, atol, n);
+            free(v);
+            free(ref);
+            free(got);
+            KT_OK(keel_free(x));
+            KT_OK(keel_free(y));
+        }
+}
+
+static double ref_binary(keel_binary_op_t op, double u, double v)
+{
+    switch (op) {
+    case KEEL_BINARY_ADD: return u + v;
+    case KEEL_BINARY_SUB: return u - v;
+    case KEEL_BINARY_MUL: return u * v;
+    case KEEL_BINARY_DIV: return u / v;
+    case KEEL_BINARY_MAX: return isnan(u) || isnan(v) ? NAN : u > v ? u : v;
+    case KEEL_BINARY_MIN: return isnan(u) || isnan(v) ? NAN : u < v ? u : v;
+    }
+    return NAN;
+}
+
+KT_DEVICE_TEST(test_binary)
+{
+    keel_stream_t *s = stream_of(dev);
+    const size_t shapes[][2] = {{1, 1}, {1, 1001}, {37, 29}, {300, 257}};
+    for (int op = KEEL_BINARY_ADD; op <= KEEL_BINARY_MIN; op++)
+        for (int d = 0; d < NDT; d++)
+            for (int bc = KEEL_BROADCAST_NONE; bc <= KEEL_BROADCAST_COL; bc++)
+                for (size_t k = 0; k < 4; k++) {
+                    keel_dtype_t dt = all_dtypes[d];
+                    size_t r = shapes[k][0], c = shapes[k][1];
+                    int strided = k & 1;
+                    size_t lda = c + 2 * strided, ldb = c + 3 * strided, ldy = c + strided;
+                    size_t na = (r - 1) * lda + c, ny = (r - 1) * ldy + c;
+                    size_t nb = bc == KEEL_BROADCAST_NONE ? (r - 1) * ldb + c : bc == KEEL_BROADCAST_ROW ? c : r;
+                    double alpha = 1.5, beta = op == KEEL_BINARY_DIV ? 1.0 : -0.75;
+                    double *va = rand_vals(dt, na, 3.0), *vb = rand_vals(dt, nb, 3.0);
+                    va[0] = NAN;
+                    if (na > 2)
+                        va[2] = INFINITY;
+                    void *a = upload(dev, dt, va, na), *b = upload(dev, dt, vb, nb),
+                         *y = poisoned(dev, ny * keel_dtype_size(dt));
+                    KT_OK(keel_binary(s, op, dt, r, c, alpha, a, lda, beta, b, ldb, bc, y, ldy));
+                    double *got = download(dev, dt, y, ny), *ref = malloc(ny * sizeof(double)),
+                           *tol = malloc(ny * sizeof(double));
+                    for (size_t i = 0; i < r; i++)
+                        for (size_t j = 0; j < c; j++) {
+                            double u = alpha * va[i * lda + j];
+                            double w = beta * vb[bc == KEEL_BROADCAST_NONE ? i * ldb + j
+                                                 : bc == KEEL_BROADCAST_ROW ? j : i];
+                            ref[i * ldy + j] = to_dtype(dt, ref_binary(op, u, w));
+                            tol[i * ldy + j] = 4 * ceps(dt) * (fabs(u) + fabs(w)) *
+                                               (op >= KEEL_BINARY_MUL && op <= KEEL_BINARY_DIV ? fabs(ref[i * ldy + j]) + 1 : 1);
+                        }
+                    char what[48];
+                    snprintf(what, sizeof what, "binary op %d bcast %d %zux%zu", op, bc, r, c);
+                    for (size_t i = 0; i < r; i++)
+                        expect_close(what, dt, got + i * ldy, ref + i * ldy, tol + i * ldy, 0, c);
+                    /* in place on b: y = op(alpha a, beta y) */
+                    if (bc == KEEL_BROADCAST_NONE && ldb == ldy) {
+                        KT_OK(keel_binary(s, op, dt, r, c, alpha, a, lda, beta, b, ldb, bc, b, ldb));
+                        free(got);
+                        got = download(dev, dt, b, ny);
+                        for (size_t i = 0; i < r; i++)
+                            expect_close(what, dt, got + i * ldy, ref + i * ldy, tol + i * ldy, 0, c);
+                    }
+                    free(va);
+                    free(vb);
+                    free(got);
+                    free(ref);
+                    free(tol);
+                    KT_OK(keel_free(a));
+                    KT_OK(keel_free(b));
+                    KT_OK(keel_free(y));
+                }
+}
+
+/* ======================================================================== */
+
+KT_DEVICE_TEST(test_reduce)
+{
+    keel_stream_t *s = stream_of(dev);
+    const size_t shapes[][2] = {{1, 1}, {1, 100003}, {7, 1}, {129, 77}, {1000, 300}, {3, 20000}};
+    for (int op = KEEL_REDUCE_SUM; op <= KEEL_REDUCE_NORM2; op++)
+        for (int d = 0; d < NDT; d++)
+            for (int ax = KEEL_AXIS_ALL; ax <= KEEL_AXIS_COLS; ax++)
+                for (size_t k = 0; k < 6; k++) {
+                    keel_dtype_t dt = all_dtypes[d];
+                    size_t r = shapes[k][0], c = shapes[k][1], ld = c + (k & 1 ? 0 : 5);
+                    size_t n = (r - 1) * ld + c, nout = ax == KEEL_AXIS_ALL ? 1 : ax == KEEL_AXIS_ROWS ? r : c;
+                    double *v = rand_vals(dt, n, 2.0);
+                    void *x = upload(dev, dt, v, n), *out = poisoned(dev, nout * keel_dtype_size(dt));
+                    KT_OK(keel_reduce(s, op, dt, r, c, x, ld, ax, out));
+                    double *got = download(dev, dt, out, nout), *ref = malloc(nout * sizeof(double)),
+                           *tol = malloc(nout * sizeof(double));
+                    for (size_t o = 0; o < nout; o++) {
+                        double acc = op == KEEL_REDUCE_MAX ? -INFINITY : op == KEEL_REDUCE_MIN ? INFINITY : 0,
+                               mag = 0;
+                        size_t cnt = 0;
+                        for (size_t i = 0; i < r; i++)
+                            for (size_t j = 0; j < c; j++) {
+                                if ((ax == KEEL_AXIS_ROWS && i != o) || (ax == KEEL_AXIS_COLS && j != o))
+                                    continue;
+                                double e = v[i * ld + j];
+                                cnt++;
+                                if (op == KEEL_REDUCE_MAX)
+                                    acc = e > acc ? e : acc;
+                                else if (op == KEEL_REDUCE_MIN)
+                                    acc = e < acc ? e : acc;
+                                else if (op == KEEL_REDUCE_NORM2)
+                                    acc += e * e, mag += e * e;
+                                else
+                                    acc += e, mag += fabs(e);
+                            }
+                        if (op == KEEL_REDUCE_MEAN)
+                            acc /= (double)cnt, mag /= (double)cnt;
+                        if (op == KEEL_REDUCE_NORM2)
+                            acc = sqrt(acc), mag = acc;
+                        ref[o] = to_dtype(dt, acc);
+                        /* blocked f32 accumulation: error grows with log n at worst like n */
+                        tol[o] = 2 * ceps(dt) * sqrt((double)cnt) * mag + 4 * ceps(dt) * mag;
+                    }
+                    char what[48];
+                    snprintf(what, sizeof what, "reduce op %d axis %d %zux%zu", op, ax, r, c);
+                    expect_close(what, dt, got, ref, tol, 0, nout);
+                    free(v);
+                    free(got);
+                    free(ref);
+                    free(tol);
+                    KT_OK(keel_free(x));
+                    KT_OK(keel_free(out));
+                }
+}
+
+KT_DEVICE_TEST(test_reduce_special)
+{
+    keel_stream_t *s = stream_of(dev);
+    for (int d = 0; d < NDT; d++) {
+        keel_dtype_t dt = all_dtypes[d];
+        size_t n = 5000;
+        double *v = rand_vals(dt, n, 1.0);
+        v[4321] = NAN;
+        void *x = upload(dev, dt, v, n), *out = poisoned(dev, 8);
+        for (int op = KEEL_REDUCE_SUM; op <= KEEL_REDUCE_NORM2; op++) {
+            KT_OK(keel_reduce(s, op, dt, 1, n, x, n, KEEL_AXIS_ALL, out));
+            double *got = download(dev, dt, out, 1);
+            ck_assert_msg(isnan(got[0]), "reduce op %d %s: NaN input gave %g", op, keel_dtype_name(dt), got[0]);
+            free(got);
+        }
+        /* empty sums are 0; empty max is refused and writes nothing */
+        KT_OK(keel_memset(out, KT_POISON_BYTE, 8));
+        KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_reduce(s, KEEL_REDUCE_MAX, dt, 0, 4, x, 4, KEEL_AXIS_ALL, out));
+        expect_bytes_unchanged(dev, out, 8);
+        KT_OK(keel_reduce(s, KEEL_REDUCE_SUM, dt, 0, 4, x, 4, KEEL_AXIS_COLS, out));
+        double *got = download(dev, dt, out, 4);
+        for (int i = 0; i < 4; i++)
+            ck_assert(got[i] == 0);
+        free(got);
+        free(v);
+        KT_OK(keel_free(x));
+        KT_OK(keel_free(out));
+    }
+}
+
+KT_DEVICE_TEST(test_argmax)
+{
+    keel_stream_t *s = stream_of(dev);
+    const size_t shapes[][2] = {{1, 1}, {5, 1}, {33, 1000}, {4, 70000}};
+    for (int d = 0; d < NDT; d++)
+        for (size_t k = 0; k < 4; k++) {
+            keel_dtype_t dt = all_dtypes[d];
+            size_t r = shapes[k][0], c = shapes[k][1], ld = c + 1, n = (r - 1) * ld + c;
+            double *v = rand_vals(dt, n, 100.0);
+            if (r > 2 && c > 10) {
+                v[1 * ld + 7] = NAN;     /* NaN wins */
+                v[2 * ld + 3] = 1e4;     /* tie: first index wins */
+                v[2 * ld + 9] = 1e4;
+            }
+            void *x = upload(dev, dt, v, n);
+            int64_t *out = poisoned(dev, r * sizeof(int64_t)), *h = malloc(r * sizeof(int64_t));
+            KT_OK(keel_argmax_rows(s, dt, r, c, x, ld, out));
+            KT_OK(keel_device_synchronize(dev));
+            KT_OK(keel_memcpy(h, out, r * sizeof(int64_t)));
+            for (size_t i = 0; i < r; i++) {
+                size_t best = 0;
+                for (size_t j = 0; j < c; j++) {
+                    double e = v[i * ld + j], b = v[i * ld + best];
+                    if (isnan(b))
+                        break;
+                    if (e > b || isnan(e))
+                        best = j;
+                }
+                ck_assert_msg(h[i] == (int64_t)best, "argmax %s row %zu of %zux%zu: %lld, expected %zu (seed %lu)",
+                              keel_dtype_name(dt), i, r, c, (long long)h[i], best, kt_seed());
+            }
+            free(v);
+            free(h);
+            KT_OK(keel_free(x));
+            KT_OK(keel_free(out));
+        }
+}
+
+KT_DEVICE_TEST(test_softmax)
+{
+    keel_stream_t *s = stream_of(dev);
+    const size_t shapes[][2] = {{1, 1}, {3, 7}, {64, 1000}, {5, 5000}, {2, 70000}};
+    for (int lg = 0; lg <= 1; lg++)
+        for (int d = 0; d < NDT; d++)
+            for (size_t k = 0; k < 5; k++) {
+                keel_dtype_t dt = all_dtypes[d];
+                size_t r = shapes[k][0], c = shapes[k][1], ldx = c + 2, ldy = c + 1;
+                size_t nx = (r - 1) * ldx + c, ny = (r - 1) * ldy + c;
+                double *v = rand_vals(dt, nx, 8.0);
+                if (r > 2 && c > 3) {
+                    v[0 * ldx + 1] = -INFINITY; /* exp(-inf) = 0 */
+                    v[1 * ldx + 2] = NAN;       /* the whole row becomes NaN */
+                }
+                void *x = upload(dev, dt, v, nx), *y = poisoned(dev, ny * keel_dtype_size(dt));
+                KT_OK(keel_softmax_rows(s, dt, r, c, x, ldx, y, ldy, lg));
+                double *got = download(dev, dt, y, ny), *ref = malloc(ny * sizeof(double));
+                for (size_t i = 0; i < r; i++) {
+                    const double *xr = v + i * ldx;
+                    double m = -INFINITY, sum = 0;
+                    int nan = 0;
+                    for (size_t j = 0; j < c; j++)
+                        m = xr[j] > m ? xr[j] : m, nan |= isnan(xr[j]);
+                    for (size_t j = 0; j < c; j++)
+                        sum += exp(xr[j] - m);
+                    for (size_t j = 0; j < c; j++)
+                        ref[i * ldy + j] = nan ? NAN : to_dtype(dt, lg ? xr[j] - m - log(sum) : exp(xr[j] - m) / sum);
+                }
+                /* f32 exp of values up to 16 loses ~16 ulps of its argument */
+                double atol = dt == KEEL_F64 ? 1e-13 : lg ? 3e-5 + 2 * ulp_of(dt) * 20 : 2e-6;
+                char what[48];
+                snprintf(what, sizeof what, "%s %zux%zu", lg ? "log_softmax" : "softmax", r, c);
+                for (size_t i = 0; i < r; i++)
+                    expect_close(what, dt, got + i * ldy, ref + i * ldy, NULL, atol, c);
+                /* in place */
+                KT_OK(keel_softmax_rows(s, dt, r, c, x, ldx, x, ldx, lg));
+                free(got);
+                got = download(dev, dt, x, nx);
+                for (size_t i = 0; i < r; i++)
+                    expect_close(what, dt, got + i * ldx, ref + i * ldy, NULL, atol, c);
+                free(v);
+                free(got);
+                free(ref);
+                KT_OK(keel_free(x));
+                KT_OK(keel_free(y));
+            }
+}
+
+KT_DEVICE_TEST(test_layernorm)
+{
+    keel_stream_t *s = stream_of(dev);
+    const size_t shapes[][2] = {{1, 1}, {3, 7}, {64, 1000}, {3, 20000}};
+    for (int affine = 0; affine <= 1; affine++)
+        for (int d = 0; d < NDT; d++)
+            for (size_t k = 0; k < 4; k++) {
+                keel_dtype_t dt = all_dtypes[d];
+                size_t r = shapes[k][0], c = shapes[k][1], ldx = c + 3, ldy = c;
+                size_t nx = (r - 1) * ldx + c, ny = (r - 1) * ldy + c;
+                double *v = rand_vals(dt, nx, 3.0), *g = rand_vals(dt, c, 2.0), *b = rand_vals(dt, c, 1.0);
+                for (size_t i = 0; i < nx; i++)
+                    v[i] = to_dtype(dt, v[i] + 5.0); /* an offset the mean must remove */
+                void *x = upload(dev, dt, v, nx), *y = poisoned(dev, ny * keel_dtype_size(dt));
+                void *dg = upload(dev, dt, g, c), *db = upload(dev, dt, b, c);
+                double eps = 1e-5;
+                KT_OK(keel_layernorm_rows(s, dt, r, c, x, ldx, affine ? dg : NULL, affine ? db : NULL, eps, y, ldy));
+                double *got = download(dev, dt, y, ny), *ref = malloc(ny * sizeof(double));
+                for (size_t i = 0; i < r; i++) {
+                    const double *xr = v + i * ldx;
+                    double mean = 0, var = 0;
+                    for (size_t j = 0; j < c; j++)
+                        mean += xr[j];
+                    mean /= (double)c;
+                    for (size_t j = 0; j < c; j++)
+                        var += (xr[j] - mean) * (xr[j] - mean);
+                    var /= (double)c;
+                    for (size_t j = 0; j < c; j++) {
+                        double o = (xr[j] - mean) / sqrt(var + eps);
+                        ref[i * ldy + j] = to_dtype(dt, affine ? o * g[j] + b[j] : o);
+                    }
+                }
+                double atol = dt == KEEL_F64 ? 1e-11 : 2e-5;
+                char what[48];
+                snprintf(what, sizeof what, "layernorm %zux%zu affine %d", r, c, affine);
+                for (size_t i = 0; i < r; i++)
+                    expect_close(what, dt, got + i * ldy, ref + i * ldy, NULL, atol, c);
+                free(v);
+                free(g);
+                free(b);
+                free(got);
+                free(ref);
+                KT_OK(keel_free(x));
+                KT_OK(keel_free(y));
+                KT_OK(keel_free(dg));
+                KT_OK(keel_free(db));
+            }
+}
+
+/* ======================================================================== */
+
+/* Element (i, j) of a stored matrix. */
+static double at(const double *m, keel_layout_t layout, size_t ld, size_t i, size_t j)
+{
+    return layout == KEEL_ROW_MAJOR ? m[i * ld + j] : m[i + j * ld];
+}
+
+static size_t idx(keel_layout_t layout, size_t ld, size_t i, size_t j)
+{
+    return layout == KEEL_ROW_MAJOR ? i * ld + j : i + j * ld;
+}
+
+static size_t extent(keel_layout_t layout, size_t r, size_t c, size_t ld)
+{
+    if (!r || !c)
+        return 0;
+    return layout == KEEL_ROW_MAJOR ? (r - 1) * ld + c : (c - 1) * ld + r;
+}
+
+typedef struct {
+    keel_dtype_t in, out;
+    keel_compute_t compute;
+} gemm_types_t;
+
+static void run_gemm_case(keel_device_t *dev, gemm_types_t ty, keel_layout_t layout, int ta, int tb, size_t m,
+                          size_t n, size_t k, size_t batch, double alpha, double beta)
+{
+    keel_stream_t *s = stream_of(dev);
+    size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+    size_t pad = 3;
+    size_t lda = (layout == KEEL_ROW_MAJOR ? ac : ar) + pad, ldb = (layout == KEEL_ROW_MAJOR ? bc : br) + 1,
+           ldc = (layout == KEEL_ROW_MAJOR ? n : m) + 2;
+    if (!lda) lda = 1;
+    size_t ea = extent(layout, ar, ac, lda), eb = extent(layout, br, bc, ldb), ec = extent(layout, m, n, ldc);
+    size_t sa = ea + 5, sb = eb + 7, sc = ec + 1;
+    size_t na = batch > 1 ? (batch - 1) * sa + ea : ea, nb = batch > 1 ? (batch - 1) * sb + eb : eb,
+           nc = batch > 1 ? (batch - 1) * sc + ec : ec;
+    double *va = rand_vals(ty.in, na, 1.0), *vb = rand_vals(ty.in, nb, 1.0), *vc = rand_vals(ty.out, nc, 1.0);
+    if (beta == 0 && nc)
+        vc[0] = NAN; /* beta 0: C is not read */
+    void *a = upload(dev, ty.in, va, na), *b = upload(dev, ty.in, vb, nb), *c = upload(dev, ty.out, vc, nc);
+    keel_gemm_params_t p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.layout = layout;
+    p.transa = ta ? KEEL_TRANS : KEEL_NO_TRANS;
+    p.transb = tb ? KEEL_TRANS : KEEL_NO_TRANS;
+    p.m = m, p.n = n, p.k = k;
+    p.alpha = alpha, p.beta = beta;
+    p.a_type = p.b_type = ty.in;
+    p.c_type = ty.out;
+    p.compute = ty.compute;
+    p.a = a, p.lda = lda, p.b = b, p.ldb = ldb, p.c = c, p.ldc = ldc;
+    p.batch_count = batch;
+    p.stride_a = sa, p.stride_b = sb, p.stride_c = sc;
+    KT_OK(keel_gemm(s, &p));
+    double *got = download(dev, ty.out, c, nc);
+    double prod_eps = ty.compute == KEEL_COMPUTE_TF32 ? 0x1p-10 : ceps(ty.in);
+    for (size_t bi = 0; bi < (batch ? batch : 1); bi++) {
+        const double *A = va + bi * sa, *B = vb + bi * sb, *C0 = vc + bi * sc;
+        const double *G = got + bi * sc;
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < n; j++) {
+                double acc = 0, mag = 0;
+                for (size_t l = 0; l < k; l++) {
+                    double x = ta ? at(A, layout, lda, l, i) : at(A, layout, lda, i, l);
+                    double y = tb ? at(B, layout, ldb, j, l) : at(B, layout, ldb, l, j);
+                    acc += x * y;
+                    mag += fabs(x * y);
+                }
+                double cv = C0[idx(layout, ldc, i, j)];
+                double ref = alpha * acc + (beta != 0 ? beta * cv : 0);
+                double tol = (2.0 * k + 4) * prod_eps * fabs(alpha) * mag + 4 * ceps(ty.out) * fabs(beta * cv);
+                double g = G[idx(layout, ldc, i, j)];
+                ref = to_dtype(ty.out, ref);
+                ck_assert_msg(fabs(g - ref) <= tol + 2 * ulp_of(ty.out) * fabs(ref),
+                              "%sgemm %s->%s compute %d %s ta %d tb %d m %zu n %zu k %zu batch %zu: C[%zu](%zu,%zu) = "
+                              "%.10g, expected %.10g (tolerance %.3g, seed %lu)",
+                              kt_where(), keel_dtype_name(ty.in), keel_dtype_name(ty.out), ty.compute,
+                              layout == KEEL_ROW_MAJOR ? "row" : "col", ta, tb, m, n, k, batch, bi, i, j, g, ref,
+                              tol + 2 * ulp_of(ty.out) * fabs(ref), kt_seed());
+            }
+    }
+    free(va);
+    free(vb);
+    free(vc);
+    free(got);
+    KT_OK(keel_free(a));
+    KT_OK(keel_free(b));
+    KT_OK(keel_free(c));
+}
+
+static const gemm_types_t gemm_types[] = {
+    {KEEL_F32, KEEL_F32, KEEL_COMPUTE_DEFAULT}, {KEEL_F64, KEEL_F64, KEEL_COMPUTE_DEFAULT},
+    {KEEL_F16, KEEL_F16, KEEL_COMPUTE_DEFAULT}, {KEEL_BF16, KEEL_BF16, KEEL_COMPUTE_DEFAULT},
+    {KEEL_F16, KEEL_F32, KEEL_COMPUTE_DEFAULT}, {KEEL_BF16, KEEL_F32, KEEL_COMPUTE_F32},
+    {KEEL_F32, KEEL_F32, KEEL_COMPUTE_TF32},
+};
+
+KT_DEVICE_TEST(test_gemm)
+{
+    const size_t shapes[][3] = {{1, 1, 1}, {17, 33, 9}, {64, 65, 127}, {5, 3, 0}};
+    for (size_t t = 0; t < sizeof gemm_types / sizeof gemm_types[0]; t++)
+        for (int layout = 0; layout <= 1; layout++)
+            for (int tr = 0; tr < 4; tr++)
+                for (size_t k = 0; k < 4; k++)
+                    run_gemm_case(dev, gemm_types[t], layout, tr & 1, tr >> 1, shapes[k][0], shapes[k][1],
+                                  shapes[k][2], 1, k == 1 ? 1.0 : -0.5, k & 1 ? 0.0 : 0.75);
+}
+
+KT_DEVICE_TEST(test_gemm_batched)
+{
+    for (size_t t = 0; t < sizeof gemm_types / sizeof gemm_types[0]; t++)
+        for (int layout = 0; layout <= 1; layout++) {
+            run_gemm_case(dev, gemm_types[t], layout, 0, 1, 13, 7, 21, 3, 1.25, 0.5);
+            run_gemm_case(dev, gemm_types[t], layout, 1, 0, 32, 32, 32, 4, 1.0, 0.0);
+        }
+    /* a large square one, where the BLAS takes its blocked paths */
+    run_gemm_case(dev, gemm_types[0], KEEL_ROW_MAJOR, 0, 0, 300, 257, 199, 1, 1.0, 0.0);
+}
+
+KT_DEVICE_TEST(test_gemv)
+{
+    keel_stream_t *s = stream_of(dev);
+    const size_t shapes[][2] = {{1, 1}, {37, 20}, {300, 501}, {4, 0}};
+    for (int d = 0; d < NDT; d++)
+        for (int layout = 0; layout <= 1; layout++)
+            for (int t = 0; t <= 1; t++)
+                for (size_t k = 0; k < 4; k++) {
+                    keel_dtype_t dt = all_dtypes[d];
+                    size_t m = shapes[k][0], n = shapes[k][1], lda = (layout == KEEL_ROW_MAJOR ? n : m) + 3;
+                    size_t incx = k & 1 ? 2 : 1, incy = k & 1 ? 1 : 3;
+                    size_t xl = t ? m : n, yl = t ? n : m;
+                    size_t na = extent(layout, m, n, lda), nx = xl ? (xl - 1) * incx + 1 : 0,
+                           ny = yl ? (yl - 1) * incy + 1 : 0;
+                    double *va = rand_vals(dt, na, 1.0), *vx = rand_vals(dt, nx, 1.0), *vy = rand_vals(dt, ny, 1.0);
+                    double alpha = 0.5, beta = k == 1 ? 0.0 : -1.5;
+                    if (beta == 0 && ny)
+                        vy[0] = NAN;
+                    void *a = upload(dev, dt, va, na), *x = upload(dev, dt, vx, nx), *y = upload(dev, dt, vy, ny);
+                    KT_OK(keel_gemv(s, dt, layout, t, m, n, alpha, a, lda, x, incx, beta, y, incy));
+                    double *got = download(dev, dt, y, ny);
+                    for (size_t i = 0; i < yl; i++) {
+                        double acc = 0, mag = 0;
+                        for (size_t l = 0; l < xl; l++) {
+                            double e = t ? at(va, layout, lda, l, i) : at(va, layout, lda, i, l);
+                            acc += e * vx[l * incx];
+                            mag += fabs(e * vx[l * incx]);
+                        }
+                        double yv = vy[i * incy];
+                        double ref = to_dtype(dt, alpha * acc + (beta != 0 ? beta * yv : 0));
+                        double tol = (2.0 * xl + 4) * ceps(dt) * fabs(alpha) * mag + 4 * ceps(dt) * fabs(beta * yv) +
+                                     2 * ulp_of(dt) * fabs(ref);
+                        ck_assert_msg(fabs(got[i * incy] - ref) <= tol,
+                                      "%sgemv %s %s trans %d %zux%zu: y[%zu] = %.10g, expected %.10g (seed %lu)",
+                                      kt_where(), keel_dtype_name(dt), layout ? "col" : "row", t, m, n, i,
+                                      got[i * incy], ref, kt_seed());
+                    }
+                    free(va);
+                    free(vx);
+                    free(vy);
+                    free(got);
+                    KT_OK(keel_free(a));
+                    KT_OK(keel_free(x));
+                    KT_OK(keel_free(y));
+                }
+}
+
+static double ref_act(keel_activation_t act, double v)
+{
+    switch (act) {
+    case KEEL_ACT_RELU: return v < 0 ? 0 : v;
+    case KEEL_ACT_GELU: return ref_unary(KEEL_UNARY_GELU_TANH, v);
+    case KEEL_ACT_GELU_ERF: return ref_unary(KEEL_UNARY_GELU, v);
+    default: return v;
+    }
+}
+
+KT_DEVICE_TEST(test_dense)
+{
+    keel_stream_t *s = stream_of(dev);
+    const size_t shapes[][3] = {{1, 1, 1}, {33, 17, 65}, {64, 8, 128}, {7, 5, 0}};
+    for (int d = 0; d < NDT; d++)
+        for (int layout = 0; layout <= 1; layout++)
+            for (int tw = 0; tw <= 1; tw++)
+                for (int act = KEEL_ACT_NONE; act <= KEEL_ACT_GELU_ERF; act++)
+                    for (size_t k = 0; k < 4; k++) {
+                        keel_dtype_t dt = all_dtypes[d];
+                        size_t m = shapes[k][0], n = shapes[k][1], kk = shapes[k][2];
+                        size_t wr = tw ? kk : m, wc = tw ? m : kk;
+                        size_t ldw = (layout == KEEL_ROW_MAJOR ? wc : wr) + 1, ldx = (layout == KEEL_ROW_MAJOR ? n : kk) + 2,
+                               ldy = (layout == KEEL_ROW_MAJOR ? n : m) + (k & 1);
+                        if (!ldx) ldx = 1;
+                        size_t nw = extent(layout, wr, wc, ldw), nx = extent(layout, kk, n, ldx),
+                               ny = extent(layout, m, n, ldy);
+                        int with_bias = (act + k) % 2 == 0;
+                        double *vw = rand_vals(dt, nw, 1.0), *vx = rand_vals(dt, nx, 1.0), *vb = rand_vals(dt, m, 1.0);
+                        void *w = upload(dev, dt, vw, nw), *x = upload(dev, dt, vx, nx), *b = upload(dev, dt, vb, m),
+                             *y = poisoned(dev, ny * keel_dtype_size(dt));
+                        keel_dense_params_t p;
+                        memset(&p, 0, sizeof p);
+                        p.struct_size = sizeof p;
+                        p.layout = layout;
+                        p.transw = tw;
+                        p.m = m, p.n = n, p.k = kk;
+                        p.dtype = dt;
+                        p.act = act;
+                        p.w = w, p.ldw = ldw, p.x = x, p.ldx = ldx, p.bias = with_bias ? b : NULL, p.y = y, p.ldy = ldy;
+                        KT_OK(keel_dense(s, &p));
+                        double *got = download(dev, dt, y, ny);
+                        for (size_t i = 0; i < m; i++)
+                            for (size_t j = 0; j < n; j++) {
+                                double acc = 0, mag = 0;
+                                for (size_t l = 0; l < kk; l++) {
+                                    double e = tw ? at(vw, layout, ldw, l, i) : at(vw, layout, ldw, i, l);
+                                    acc += e * at(vx, layout, ldx, l, j);
+                                    mag += fabs(e * at(vx, layout, ldx, l, j));
+                                }
+                                double pre = acc + (with_bias ? vb[i] : 0);
+                                double ref = to_dtype(dt, ref_act(act, pre));
+                                double tol = (2.0 * kk + 8) * ceps(dt) * (mag + 1) + 2 * ulp_of(dt) * fabs(ref) +
+                                             (dt == KEEL_F64 ? 0 : 1e-6);
+                                double g = got[idx(layout, ldy, i, j)];
+                                ck_assert_msg(fabs(g - ref) <= tol,
+                                              "%sdense %s %s tw %d act %d bias %d %zux%zux%zu: Y(%zu,%zu) = %.10g, "
+                                              "expected %.10g (seed %lu)",
+                                              kt_where(), keel_dtype_name(dt), layout ? "col" : "row", tw, act,
+                                              with_bias, m, n, kk, i, j, g, ref, kt_seed());
+                            }
+                        free(vw);
+                        free(vx);
+                        free(vb);
+                        free(got);
+                        KT_OK(keel_free(w));
+                        KT_OK(keel_free(x));
+                        KT_OK(keel_free(b));
+                        KT_OK(keel_free(y));
+                    }
+}
+
+/* ======================================================================== */
+/* bad input: an error with a detail, and nothing written                    */
+/* ======================================================================== */
+
+KT_DEVICE_TEST(test_errors)
+{
+    keel_stream_t *s = stream_of(dev);
+    size_t bytes = 4096;
+    float *x = poisoned(dev, bytes), *y = poisoned(dev, bytes);
+    float host[16];
+
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_fill(NULL, KEEL_F32, y, 4, 1.0));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_fill(s, (keel_dtype_t)99, y, 4, 1.0));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_fill(s, KEEL_F32, NULL, 4, 1.0));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_fill(s, KEEL_F32, host, 4, 1.0));
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_fill(s, KEEL_F32, y, bytes / 4 + 1, 1.0));
+    KT_DETAIL_HAS("keel_fill");
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_fill(s, KEEL_F32, y + 1, bytes / 4, 1.0));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_fill(s, KEEL_F32, y, SIZE_MAX / 2, 1.0));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_fill(s, KEEL_F32, (char *)y + 1, 4, 1.0));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_unary(s, (keel_unary_op_t)0, KEEL_F32, 4, x, y));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_unary(s, KEEL_UNARY_EXP, KEEL_F32, 8, x, x + 1));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_cast(s, KEEL_F32, x, KEEL_F64, x, 8));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_copy_2d(s, KEEL_F32, 4, 8, x, 7, y, 8));
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_copy_2d(s, KEEL_F32, 100, 8, x, 16, y, 8));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_copy_2d(s, KEEL_F32, SIZE_MAX / 8, 8, x, SIZE_MAX / 4, y, 8));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT,
+            keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 2, 4, 1, x, 4, 1, y, 4, (keel_broadcast_t)7, y, 4));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT,
+            keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 2, 4, 1, x, 4, 1, y, 4, KEEL_BROADCAST_NONE, x, 5));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER,
+            keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 2, 4, 1, x, 4, 1, host, 4, KEEL_BROADCAST_NONE, y, 4));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_reduce(s, KEEL_REDUCE_SUM, KEEL_F32, 4, 4, x, 4, (keel_reduce_axis_t)3, y));
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_reduce(s, KEEL_REDUCE_SUM, KEEL_F32, 1, 2000, x, 2000, KEEL_AXIS_ALL, y));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_argmax_rows(s, KEEL_F32, 4, 0, x, 4, (int64_t *)y));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_softmax_rows(s, KEEL_F32, 4, 8, x, 8, x, 9, 0));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_layernorm_rows(s, KEEL_F32, 4, 8, x, 8, NULL, NULL, -1.0, y, 8));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_layernorm_rows(s, KEEL_F32, 4, 8, x, 8, host, NULL, 1e-5, y, 8));
+
+    keel_gemm_params_t p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.m = p.n = p.k = 8;
+    p.alpha = 1;
+    p.a_type = p.b_type = p.c_type = KEEL_F32;
+    p.a = x, p.lda = 8, p.b = x, p.ldb = 8, p.c = y, p.ldc = 8;
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_gemm(s, NULL));
+    p.b_type = KEEL_F16;
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_gemm(s, &p));
+    p.b_type = KEEL_F32;
+    p.compute = KEEL_COMPUTE_F64;
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_gemm(s, &p));
+    p.compute = KEEL_COMPUTE_DEFAULT;
+    p.lda = 7;
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_gemm(s, &p));
+    p.lda = 8;
+    p.m = 1000;
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_gemm(s, &p));
+    p.m = 8;
+    p.batch_count = 2;
+    p.stride_c = 10;
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_gemm(s, &p));
+    p.batch_count = SIZE_MAX / 2;
+    p.stride_c = 64;
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_gemm(s, &p));
+    p.batch_count = 1;
+    p.struct_size = 3;
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_gemm(s, &p));
+    p.struct_size = sizeof p;
+    p.c = host;
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_gemm(s, &p));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_gemv(s, KEEL_F32, KEEL_ROW_MAJOR, KEEL_NO_TRANS, 4, 4, 1, x, 4, x, 0, 0, y, 1));
+
+    keel_dense_params_t dp;
+    memset(&dp, 0, sizeof dp);
+    dp.struct_size = sizeof dp;
+    dp.m = dp.n = dp.k = 8;
+    dp.dtype = KEEL_F32;
+    dp.w = x, dp.ldw = 8, dp.x = x, dp.ldx = 8, dp.y = y, dp.ldy = 8;
+    dp.act = (keel_activation_t)9;
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_dense(s, &dp));
+    dp.act = KEEL_ACT_RELU;
+    dp.bias = host;
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_dense(s, &dp));
+
+    /* a pointer of another device */
+    keel_device_t *other = kt_other_device(dev);
+    if (!other)
+        other = kt_foreign_device(dev);
+    if (other) {
+        void *o;
+        KT_OK(keel_malloc(other, 64, &o));
+        KT_FAIL(KEEL_ERROR_DEVICE_MISMATCH, keel_fill(s, KEEL_F32, o, 4, 1.0));
+        KT_OK(keel_free(o));
+    }
+    expect_bytes_unchanged(dev, x, bytes);
+    expect_bytes_unchanged(dev, y, bytes);
+    KT_OK(keel_free(x));
+    KT_OK(keel_free(y));
+}
+
+/* Stream order: a chain of operations on a new stream, read back once. */
+KT_DEVICE_TEST(test_stream_order)
+{
+    keel_stream_t *s;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    size_t n = 100000;
+    float *x = poisoned(dev, n * 4), *y = poisoned(dev, n * 4), *out = poisoned(dev, 4);
+    KT_OK(keel_fill(s, KEEL_F32, x, n, 2.0));
+    KT_OK(keel_unary(s, KEEL_UNARY_SQRT, KEEL_F32, n, x, y));
+    KT_OK(keel_binary(s, KEEL_BINARY_MUL, KEEL_F32, 1, n, 1.0, y, n, 1.0, y, n, KEEL_BROADCAST_NONE, y, n));
+    KT_OK(keel_reduce(s, KEEL_REDUCE_SUM, KEEL_F32, 1, n, y, n, KEEL_AXIS_ALL, out));
+    KT_OK(keel_stream_synchronize(s));
+    float h;
+    KT_OK(keel_memcpy(&h, out, 4));
+    ck_assert_msg(fabs(h - 2.0 * n) < 1e-3 * n, "fill, sqrt, mul, sum gave %g", h);
+    KT_OK(keel_free(x));
+    KT_OK(keel_free(y));
+    KT_OK(keel_free(out));
+    KT_OK(keel_stream_destroy(s));
+}
+
+/* The same program on two backends agrees (when a GPU backend is usable too). */
+START_TEST(test_cross_backend)
+{
+    keel_device_t *cpu = NULL, *gpu = NULL;
+    for (int i = 0; i < kt_device_count(); i++) {
+        keel_device_t *d = kt_device(i);
+        if (kt_is_cpu(d) && !cpu)
+            cpu = d;
+        else if (!kt_is_cpu(d) && !gpu)
+            gpu = d;
+    }
+    if (!cpu || !gpu)
+        return; /* nothing to compare on this machine */
+    size_t m = 96, n = 80, k = 112;
+    double *va = rand_vals(KEEL_F32, m * k, 1.0), *vb = rand_vals(KEEL_F32, k * n, 1.0), *res[2];
+    keel_device_t *devs[2] = {cpu, gpu};
+    for (int t = 0; t < 2; t++) {
+        keel_stream_t *s = stream_of(devs[t]);
+        void *a = upload(devs[t], KEEL_F32, va, m * k), *b = upload(devs[t], KEEL_F32, vb, k * n),
+             *c = poisoned(devs[t], m * n * 4);
+        keel_gemm_params_t p;
+        memset(&p, 0, sizeof p);
+        p.struct_size = sizeof p;
+        p.m = m, p.n = n, p.k = k, p.alpha = 1;
+        p.a_type = p.b_type = p.c_type = KEEL_F32;
+        p.a = a, p.lda = k, p.b = b, p.ldb = n, p.c = c, p.ldc = n;
+        KT_OK(keel_gemm(s, &p));
+        KT_OK(keel_softmax_rows(s, KEEL_F32, m, n, c, n, c, n, 0));
+        res[t] = download(devs[t], KEEL_F32, c, m * n);
+        KT_OK(keel_free(a));
+        KT_OK(keel_free(b));
+        KT_OK(keel_free(c));
+    }
+    expect_close("cpu vs gpu gemm+softmax", KEEL_F32, res[1], res[0], NULL, 1e-5, m * n);
+    free(va);
+    free(vb);
+    free(res[0]);
+    free(res[1]);
+}
+END_TEST
+
+static Suite *ops_suite(void)
+{
+    Suite *s = suite_create("ops");
+    TCase *tc = tcase_create("elementwise");
+    tcase_set_timeout(tc, 120);
+    kt_add_device_test(tc, test_fill);
+    kt_add_device_test(tc, test_cast);
+    kt_add_device_test(tc, test_copy_transpose);
+    kt_add_device_test(tc, test_unary);
+    kt_add_device_test(tc, test_binary);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("reductions");
+    tcase_set_timeout(tc, 120);
+    kt_add_device_test(tc, test_reduce);
+    kt_add_device_test(tc, test_reduce_special);
+    kt_add_device_test(tc, test_argmax);
+    kt_add_device_test(tc, test_softmax);
+    kt_add_device_test(tc, test_layernorm);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("blas");
+    tcase_set_timeout(tc, 300);
+    kt_add_device_test(tc, test_gemm);
+    kt_add_device_test(tc, test_gemm_batched);
+    kt_add_device_test(tc, test_gemv);
+    kt_add_device_test(tc, test_dense);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("api");
+    kt_add_device_test(tc, test_errors);
+    kt_add_device_test(tc, test_stream_order);
+    tcase_add_test(tc, test_cross_backend);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    return kt_main(argc, argv, ops_suite(), 1, 0);
+}
