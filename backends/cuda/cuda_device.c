@@ -26,10 +26,11 @@ void keel__cuda_pop_primary(int pushed)
 static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
 {
     (void)backend_ctx;
-    const char *fn = "keel_device_open";
+    /* The core prefixes errors here with the call and the device. */
+    const char *fn = NULL;
     keel__cuda_device_t *dev = calloc(1, sizeof *dev);
     if (dev == NULL)
-        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: no host memory for cuda:%d", fn, index);
+        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "no host memory");
     dev->ordinal = index;
     pthread_mutex_init(&dev->lock, NULL);
     CUresult res = keel__cu.DeviceGet(&dev->cudev, index);
@@ -38,7 +39,7 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
     if (res != CUDA_SUCCESS) {
         pthread_mutex_destroy(&dev->lock);
         free(dev);
-        return keel__cu_error(res, fn, "retaining the primary context");
+        return keel__cu_error(res, fn, "cuDevicePrimaryCtxRetain");
     }
     cudaError_t err = gpuSuccess;
     int v = 0;

@@ -90,16 +90,23 @@ keel_status_t keel__cuda_status_of(int err)
     }
 }
 
+/* "keel_fn: NAME: message (what)". keel_fn is NULL where the core puts its
+ * own prefix before the detail (allocations, device open, probe). */
+static keel_status_t report(keel_status_t st, const char *keel_fn, const char *name, const char *msg,
+                            const char *what)
+{
+    int has_what = what != NULL && what[0] != '\0';
+    return keel__cuda_host->set_error(st, "%s%s%s: %s%s%s%s", keel_fn ? keel_fn : "", keel_fn ? ": " : "", name, msg,
+                                      has_what ? " (" : "", has_what ? what : "", has_what ? ")" : "");
+}
+
 keel_status_t keel__cuda_error(cudaError_t err, const char *keel_fn, const char *what)
 {
     keel_status_t st = keel__cuda_status_of(err);
     /* Clears the runtime's record of a non-sticky error so the next call
      * (e.g. an allocation that fits after an out-of-memory) is not failed by it. */
     (void)cudaGetLastError();
-    if (what != NULL && what[0] != '\0')
-        return keel__cuda_host->set_error(st, "%s: %s: %s (%s)", keel_fn, cudaGetErrorName(err),
-                                          cudaGetErrorString(err), what);
-    return keel__cuda_host->set_error(st, "%s: %s: %s", keel_fn, cudaGetErrorName(err), cudaGetErrorString(err));
+    return report(st, keel_fn, cudaGetErrorName(err), cudaGetErrorString(err), what);
 }
 
 keel_status_t keel__cu_error(CUresult res, const char *keel_fn, const char *what)
@@ -114,7 +121,5 @@ keel_status_t keel__cu_error_as(CUresult res, keel_status_t st, const char *keel
         name = "CUDA_ERROR_UNKNOWN";
     if (keel__cu.GetErrorString == NULL || keel__cu.GetErrorString(res, &msg) != CUDA_SUCCESS || msg == NULL)
         msg = "unrecognized error code";
-    if (what != NULL && what[0] != '\0')
-        return keel__cuda_host->set_error(st, "%s: %s: %s (%s)", keel_fn, name, msg, what);
-    return keel__cuda_host->set_error(st, "%s: %s: %s", keel_fn, name, msg);
+    return report(st, keel_fn, name, msg, what);
 }

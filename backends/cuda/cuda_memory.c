@@ -18,13 +18,6 @@ static const char *kind_name(keel_memory_kind_t kind)
     }
 }
 
-static const char *alloc_fn(keel_memory_kind_t kind)
-{
-    return kind == KEEL_MEMORY_PINNED ? "keel_malloc_host"
-           : kind == KEEL_MEMORY_MANAGED ? "keel_malloc_managed"
-                                         : "keel_malloc";
-}
-
 static gpuError_t alloc_once(keel__cuda_device_t *dev, keel_memory_kind_t kind, size_t bytes, void **ptr)
 {
     switch (kind) {
@@ -43,10 +36,9 @@ static gpuError_t alloc_once(keel__cuda_device_t *dev, keel_memory_kind_t kind, 
 static keel_status_t mem_alloc(void *device_ctx, keel_memory_kind_t kind, size_t bytes, void **ptr)
 {
     keel__cuda_device_t *dev = device_ctx;
-    const char *fn = alloc_fn(kind);
     if (kind == KEEL_MEMORY_MANAGED && !dev->managed_memory)
-        return keel__cuda_host->set_error(KEEL_ERROR_NOT_SUPPORTED, "%s: cuda:%d has no managed memory", fn,
-                                          dev->ordinal);
+        return keel__cuda_host->set_error(KEEL_ERROR_NOT_SUPPORTED, "the device has no managed memory "
+                                          "(cudaDevAttrManagedMemory is 0)");
     gpuError_t err = keel__cuda_use_device(dev);
     void *p = NULL;
     if (err == gpuSuccess)
@@ -58,11 +50,10 @@ static keel_status_t mem_alloc(void *device_ctx, keel_memory_kind_t kind, size_t
         if (gpuMemPoolTrimTo(dev->pool, 0) == gpuSuccess)
             err = alloc_once(dev, kind, bytes, &p);
     }
-    if (err != gpuSuccess) {
-        char what[96];
-        snprintf(what, sizeof what, "%zu bytes of %s memory on cuda:%d", bytes, kind_name(kind), dev->ordinal);
-        return keel__cuda_error(err, fn, what);
-    }
+    if (err != gpuSuccess)   /* the core prefixes the call, size, kind and device */
+        return keel__cuda_error(err, NULL, kind == KEEL_MEMORY_DEVICE ? "cudaMalloc"
+                                           : kind == KEEL_MEMORY_PINNED ? "cudaHostAlloc"
+                                                                        : "cudaMallocManaged");
     *ptr = p;
     return KEEL_OK;
 }
@@ -84,11 +75,8 @@ static keel_status_t mem_alloc_async(void *stream_ctx, size_t bytes, void **ptr)
     void *p = NULL;
     /* Served from the default pool of the stream's device. */
     gpuError_t err = gpuMallocAsync(&p, bytes, s->stream);
-    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess)) {
-        char what[80];
-        snprintf(what, sizeof what, "%zu bytes on cuda:%d", bytes, s->dev->ordinal);
-        return keel__cuda_error(err, "keel_malloc_async", what);
-    }
+    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))   /* the core prefixes the call, size and device */
+        return keel__cuda_error(err, NULL, "cudaMallocAsync");
     *ptr = p;
     return KEEL_OK;
 }

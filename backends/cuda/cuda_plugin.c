@@ -61,7 +61,7 @@ static keel_status_t cuda_probe(const keel_host_api_t *host, void **backend_ctx,
     (void)gpuRuntimeGetVersion(&runtime);
     cudaError_t err = gpuDriverGetVersion(&driver);
     if (err != cudaSuccess)
-        return keel__cuda_error(err, "probe", "cudaDriverGetVersion");
+        return keel__cuda_error(err, NULL, "cudaDriverGetVersion");
     int count = 0;
     err = gpuGetDeviceCount(&count);
     if (err == cudaErrorNoDevice || (err == cudaSuccess && count == 0)) {
@@ -77,7 +77,7 @@ static keel_status_t cuda_probe(const keel_host_api_t *host, void **backend_ctx,
                                           driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
     }
     if (err != cudaSuccess)
-        return keel__cuda_error(err, "probe", "cudaGetDeviceCount");
+        return keel__cuda_error(err, NULL, "cudaGetDeviceCount");
     keel_status_t st = keel__cuda_driver_load();
     if (st != KEEL_OK)
         return st;
