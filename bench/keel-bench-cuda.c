@@ -103,7 +103,7 @@ static void *driver_entry(const char *name)
 
 static keel_device_t *dev;
 static keel_stream_t *ks;
-static keel_kernel_t *kk0, *kk8;
+static keel_kernel_t *kk0, *kk8, *kf0, *kf8;
 static cudaStream_t rs;
 static CUfunction rf0, rf8;
 static void *argv8[8];
@@ -146,13 +146,13 @@ static double launch_cost(int keel, void *arg)
     sync_both();
     double t0 = now();
     if (keel) {
-        keel_kernel_t *k = nargs ? kk8 : kk0;
-        void **a = nargs ? argv8 : NULL;
+        keel_kernel_t *k = nargs >= 100 ? (nargs > 100 ? kf8 : kf0) : nargs ? kk8 : kk0;
+        void **a = nargs % 100 ? argv8 : NULL;
         for (int i = 0; i < n; i++)
             keel_launch_kernel(k, one, one, 0, ks, a);
     } else {
-        CUfunction f = nargs ? rf8 : rf0;
-        void **a = nargs ? argv8 : NULL;
+        CUfunction f = nargs % 100 ? rf8 : rf0;
+        void **a = nargs % 100 ? argv8 : NULL;
         for (int i = 0; i < n; i++)
             cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, (CUstream)rs, a, NULL);
     }
@@ -369,6 +369,14 @@ int main(int argc, char **argv)
     CK(keel_module_load_data(dev, ptx, sizeof ptx, &kmod));
     CK(keel_module_get_kernel(kmod, "empty0", &kk0));
     CK(keel_module_get_kernel(kmod, "empty8", &kk8));
+    /* The same kernels launched as CUfunctions of the primary context (the
+     * plugin's alternative launch path, chosen at lookup). */
+    keel_module_t *kmod_f;
+    setenv("KEEL_CUDA_LAUNCH", "function", 1);
+    CK(keel_module_load_data(dev, ptx, sizeof ptx, &kmod_f));
+    CK(keel_module_get_kernel(kmod_f, "empty0", &kf0));
+    CK(keel_module_get_kernel(kmod_f, "empty8", &kf8));
+    unsetenv("KEEL_CUDA_LAUNCH");
 
     printf("\n%-34s %10s %10s %-5s %7s  %-8s\n", "op", "raw", "keel", "unit", "keel/raw", "target");
     double r, k;
@@ -376,6 +384,10 @@ int main(int argc, char **argv)
     row("launch host cost, 0 args", "us", r, k, 0, 1.05);
     compare(launch_cost, (void *)8L, &r, &k);
     row("launch host cost, 8 args", "us", r, k, 0, 1.05);
+    compare(launch_cost, (void *)100L, &r, &k);
+    row("launch 0 args, CUfunction mode", "us", r, k, 0, 0);
+    compare(launch_cost, (void *)108L, &r, &k);
+    row("launch 8 args, CUfunction mode", "us", r, k, 0, 0);
     compare(launch_sync, NULL, &r, &k);
     row("launch + synchronize", "us", r, k, 0, 1.05);
     build_graphs();
@@ -446,6 +458,7 @@ int main(int argc, char **argv)
     CK(keel_graph_exec_destroy(kexec));
     CR(cudaGraphExecDestroy(rexec));
     CK(keel_module_unload(kmod));
+    CK(keel_module_unload(kmod_f));
     CK(keel_stream_destroy(ks));
     CR(cudaStreamDestroy(rs));
     printf("%d target(s) missed\n", misses);

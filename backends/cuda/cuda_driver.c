@@ -49,6 +49,8 @@ keel_status_t keel__cuda_driver_load(void)
         E(CtxGetCurrent, 0),
         E(CtxPushCurrent, 0),
         E(CtxPopCurrent, 0),
+        E(CtxSetCurrent, 0),
+        E(KernelGetFunction, 0),
         E(LibraryLoadData, 0),
         E(LibraryLoadFromFile, 0),
         E(LibraryUnload, 0),

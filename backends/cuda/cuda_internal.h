@@ -31,6 +31,8 @@ struct keel__cuda_driver {
     CUresult (*CtxGetCurrent)(CUcontext *);
     CUresult (*CtxPushCurrent)(CUcontext);
     CUresult (*CtxPopCurrent)(CUcontext *);
+    CUresult (*CtxSetCurrent)(CUcontext);
+    CUresult (*KernelGetFunction)(CUfunction *, CUkernel);
     CUresult (*LibraryLoadData)(CUlibrary *, const void *, CUjit_option *, void **, unsigned int,
                                 CUlibraryOption *, void **, unsigned int);
     CUresult (*LibraryLoadFromFile)(CUlibrary *, const char *, CUjit_option *, void **, unsigned int,
@@ -88,7 +90,12 @@ typedef struct keel__cuda_module {
 } keel__cuda_module_t;
 
 typedef struct keel__cuda_kernel {
-    CUfunction fn;                 /* first: a CUkernel cast to CUfunction; launches take the stream's context */
+    /* What cuLaunchKernel gets. By default the CUkernel cast to CUfunction:
+     * the launch then takes the stream's context and needs no current one.
+     * With KEEL_CUDA_LAUNCH=function (read at lookup), the CUfunction of the
+     * device's primary context, launched with that context made current. */
+    CUfunction fn;
+    int needs_context;
     CUkernel kernel;
     keel__cuda_device_t *dev;
 } keel__cuda_kernel_t;

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "cuda_internal.h"
 #include "cuda_shared.h"
 
@@ -123,6 +124,19 @@ static keel_status_t mod_get_kernel(void *module_ctx, const char *name, void **k
     kc->kernel = k;
     kc->fn = (CUfunction)k;
     kc->dev = m->dev;
+    const char *mode = getenv("KEEL_CUDA_LAUNCH");
+    if (mode != NULL && strcmp(mode, "function") == 0) {
+        int pushed = keel__cuda_push_primary(m->dev);
+        CUfunction f = NULL;
+        res = keel__cu.KernelGetFunction(&f, k);
+        keel__cuda_pop_primary(pushed);
+        if (res != CUDA_SUCCESS) {
+            free(kc);
+            return keel__cu_error(res, "keel_module_get_kernel", "cuKernelGetFunction");
+        }
+        kc->fn = f;
+        kc->needs_context = 1;
+    }
     *kernel_ctx = kc;
     return KEEL_OK;
 }
@@ -142,12 +156,44 @@ static __attribute__((noinline, cold)) keel_status_t launch_error(CUresult res, 
     return keel__cu_error(res, "keel_launch_kernel", what);
 }
 
+/* The context this thread last made current for a function-mode launch. If
+ * the application switched contexts since, the launch fails and is retried
+ * once after a real check. */
+static __thread CUcontext launch_ctx;
+
+static __attribute__((noinline)) CUresult launch_in_context(const keel__cuda_kernel_t *k, keel_dim3_t grid,
+                                                           keel_dim3_t block, unsigned shared, CUstream stream,
+                                                           void **args, int checked)
+{
+    CUcontext cur = NULL;
+    if (checked)
+        (void)keel__cu.CtxGetCurrent(&cur);
+    else
+        cur = launch_ctx;
+    if (cur != k->dev->primary) {
+        CUresult res = keel__cu.CtxSetCurrent(k->dev->primary);
+        if (res != CUDA_SUCCESS)
+            return res;
+    }
+    launch_ctx = k->dev->primary;
+    CUresult res = keel__cu.LaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared, stream,
+                                         args, NULL);
+    if (res != CUDA_SUCCESS && !checked)
+        return launch_in_context(k, grid, block, shared, stream, args, 1);
+    return res;
+}
+
 static keel_status_t kern_launch(void *kernel_ctx, keel_dim3_t grid, keel_dim3_t block, size_t shared_bytes,
                                  void *stream_ctx, void **args)
 {
     const keel__cuda_kernel_t *k = kernel_ctx;
     if (KEEL_CUDA_UNLIKELY(shared_bytes > UINT_MAX))
         return launch_error(CUDA_ERROR_INVALID_VALUE, k, grid, block, shared_bytes);
+    if (KEEL_CUDA_UNLIKELY(k->needs_context)) {
+        CUresult res = launch_in_context(k, grid, block, (unsigned)shared_bytes,
+                                         ((const keel__cuda_stream_t *)stream_ctx)->stream, args, 0);
+        return res == CUDA_SUCCESS ? KEEL_OK : launch_error(res, k, grid, block, shared_bytes);
+    }
     CUresult res = keel__cu.LaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
                                          (unsigned)shared_bytes, ((const keel__cuda_stream_t *)stream_ctx)->stream,
                                          args, NULL);

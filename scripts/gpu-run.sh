@@ -1,0 +1,177 @@
+#!/bin/sh
+# The GPU run of Keel, done the same way every time.
+#
+#   scripts/gpu-run.sh prepare          on the build machine (has libtool, Check):
+#                                       configure + build in build-gpu/ with CUDA,
+#                                       build every test and benchmark, and copy
+#                                       the shared libraries the tests need that
+#                                       the GPU machine lacks into build-gpu/.gpu-lib/.
+#   scripts/gpu-run.sh run [WHAT...]    on the GPU machine, from the checkout root,
+#                                       with build-gpu/ carried there. WHAT is any of
+#                                       info tests bench sanitize (default: all).
+#                                       No make: the real binaries are run from
+#                                       .libs/ with LD_LIBRARY_PATH. Logs go to
+#                                       $OUT (or ./gpu-out), at most 8 files.
+#
+# Paths: libtool and the tests bake the build machine's absolute build path
+# in (rpaths, the fixture's KT_BUILDDIR). `run` links that path to this
+# checkout when it does not exist there, so they hold wherever the checkout is.
+set -u
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$ROOT/build-gpu
+
+prepare() {
+    set -e
+    cd "$ROOT"
+    [ -x configure ] || autoreconf -fi
+    mkdir -p "$BUILD"
+    cd "$BUILD"
+    if [ ! -f Makefile ]; then
+        ../configure -q --with-cuda --disable-static
+    fi
+    # -k: a part of the tree that does not build yet must not stop the rest.
+    make -j2 -k all >build.log 2>&1 || echo "prepare: 'make all' had errors (see build-gpu/build.log)"
+    make -j2 -k check TESTS= >>build.log 2>&1 || echo "prepare: building the tests had errors (see build-gpu/build.log)"
+    grep -E "(error|warning):" build.log | head -20 || true
+    # Shared libraries of the tests that the GPU machine does not have.
+    mkdir -p .gpu-lib
+    for lib in libsubunit.so.0 libcheck.so.0; do
+        p=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
+        [ -n "$p" ] && cp -L "$p" .gpu-lib/
+    done
+    # The libtool archives and objects are not needed there; the rest is.
+    echo "prepare: build-gpu is $(du -sh --exclude='*.o' --exclude='*.lo' . | cut -f1) without objects"
+    ls .libs/*.so* 2>/dev/null
+}
+
+# ---- on the GPU machine ----
+
+OUTDIR=${OUT:-$ROOT/gpu-out}
+mkdir -p "$OUTDIR" 2>/dev/null || true
+
+real_binary() {
+    # The binary libtool wrapped, or the file itself.
+    d=$(dirname "$1")
+    b=$(basename "$1")
+    if [ -x "$d/.libs/$b" ]; then echo "$d/.libs/$b"; elif [ -x "$d/.libs/lt-$b" ]; then echo "$d/.libs/lt-$b"; else echo "$1"; fi
+}
+
+setup_env() {
+    # The build machine's build path, as the binaries know it.
+    built_at=$(sed -n "s/^abs_top_builddir = //p" "$BUILD/Makefile" 2>/dev/null)
+    if [ -n "$built_at" ] && [ "$built_at" != "$BUILD" ] && [ ! -e "$built_at" ]; then
+        mkdir -p "$(dirname "$built_at")" 2>/dev/null && ln -s "$BUILD" "$built_at" 2>/dev/null &&
+            echo "linked $built_at -> $BUILD"
+    fi
+    LD_LIBRARY_PATH=$BUILD/.libs:$BUILD/tests/.libs:$BUILD/.gpu-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    # The toolkit's libraries (cuBLAS linked, NVRTC opened at run time):
+    # wherever that machine keeps them.
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+        [ -d "$d" ] && LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
+    done
+    export LD_LIBRARY_PATH
+    for lib in $(ldd "$BUILD/.libs/keel-cuda.so" 2>/dev/null | awk '/not found/ {print $1}') libnvrtc.so.13; do
+        ldd "$BUILD/.libs/keel-cuda.so" 2>/dev/null | grep -q "$lib => /" && continue
+        [ "$lib" = libnvrtc.so.13 ] && ldconfig -p | grep -q libnvrtc.so.13 && continue
+        f=$(find /usr /opt -name "$lib" 2>/dev/null | head -n 1)
+        [ -n "$f" ] && LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$f") && echo "using $f"
+    done
+    KEEL_BACKEND_PATH=$BUILD/.libs:$BUILD/tests/plugins/.libs
+    KEEL_CACHE_DIR=${KEEL_CACHE_DIR:-/tmp/keel-gpu-run-cache}
+    export LD_LIBRARY_PATH KEEL_BACKEND_PATH KEEL_CACHE_DIR
+    # Leave NVLink multicast off on shared machines (KINDS.md).
+    export NCCL_NVLS_ENABLE=0
+}
+
+SUMMARY=$OUTDIR/summary.txt
+
+note() {
+    echo "$*" | tee -a "$SUMMARY"
+}
+
+run_info() {
+    {
+        date -u
+        nvidia-smi -L 2>&1
+        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1
+        nproc
+        "$(real_binary "$BUILD/tools/keel-info")" 2>&1
+    } >"$OUTDIR/info.txt" 2>&1
+    note "info: $(grep -m1 -A1 '^  cuda' "$OUTDIR/info.txt" | tr -s ' ' | tr '\n' ' ')"
+}
+
+# The suites: the conformance suites on CUDA, the CUDA-specific ones, the ops suite.
+SUITES="tests/test-status tests/test-device tests/test-env tests/test-memory tests/test-stream tests/test-kernel
+tests/test-graph tests/test-loader tests/test-stress backends/cuda/test-cuda backends/cuda/test-cuda-sticky
+kernels/tests/test-ops"
+
+run_tests() {
+    log=$OUTDIR/tests.log
+    : >"$log"
+    for t in $SUITES; do
+        [ -e "$BUILD/$t" ] || { note "test  $t: not built"; continue; }
+        bin=$(real_binary "$BUILD/$t")
+        echo "===== $t (KEEL_BACKEND=cuda)" >>"$log"
+        start=$(date +%s)
+        KEEL_BACKEND=cuda timeout 300 "$bin" >>"$log" 2>&1
+        rc=$?
+        note "test  $t: rc=$rc ($(($(date +%s) - start)) s) $(tail -n 3 "$log" | grep -m1 -E '^[0-9]+%:' || true)"
+    done
+}
+
+run_bench() {
+    for b in bench/keel-bench-cuda kernels/bench/keel-bench-ops-cuda; do
+        [ -e "$BUILD/$b" ] || { note "bench $b: not built"; continue; }
+        out=$OUTDIR/$(basename "$b").txt
+        echo "\$ KEEL_BACKEND=cuda $b" >"$out"
+        KEEL_BACKEND=cuda timeout 240 "$(real_binary "$BUILD/$b")" >>"$out" 2>&1
+        note "bench $b: rc=$?"
+        cat "$out"
+    done
+}
+
+run_sanitize() {
+    cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+    [ -n "$cs" ] || { note "sanitize: compute-sanitizer not found"; return; }
+    log=$OUTDIR/sanitizer.log
+    : >"$log"
+    for tool in memcheck racecheck; do
+        for t in backends/cuda/test-cuda tests/test-memory tests/test-stream tests/test-kernel tests/test-graph \
+            kernels/tests/test-ops; do
+            [ -e "$BUILD/$t" ] || continue
+            echo "===== $tool $t" >>"$log"
+            KEEL_BACKEND=cuda timeout 240 "$cs" --tool "$tool" --error-exitcode 99 \
+                "$(real_binary "$BUILD/$t")" >>"$log" 2>&1
+            rc=$?
+            note "sanitize $tool $t: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
+        done
+    done
+}
+
+case ${1:-} in
+prepare)
+    prepare
+    ;;
+run)
+    shift
+    setup_env
+    : >"$SUMMARY"
+    [ $# -gt 0 ] || set -- info tests bench sanitize
+    for what in "$@"; do
+        case $what in
+        info) run_info ;;
+        tests) run_tests ;;
+        bench) run_bench ;;
+        sanitize) run_sanitize ;;
+        *) echo "unknown: $what" >&2 ;;
+        esac
+    done
+    echo "===== summary"
+    cat "$SUMMARY"
+    ;;
+*)
+    echo "usage: $0 prepare | run [info] [tests] [bench] [sanitize]" >&2
+    exit 2
+    ;;
+esac
