@@ -49,7 +49,7 @@ static void usage(FILE *f)
             "Runs y = a*x + y on COUNT floats (default 1000000) on Keel's default device\n"
             "and checks the result on the host. Choose the device with KEEL_BACKEND and\n"
             "KEEL_DEVICE. --module loads the CPU kernel from a shared object (for example\n"
-            "examples/.libs/keel-demo-kernels.so, built by make check) instead of\n"
+            "examples/.libs/demo-kernels.so, built by make check) instead of\n"
             "registering it by pointer.\n");
 }
 

@@ -1,6 +1,6 @@
 /* Kernels of the Keel demo. The CPU versions live in kernels.c, which is both
  * linked into keel-demo (registered by pointer) and built as a loadable CPU
- * module, keel-demo-kernels.so (loaded with keel_module_load_file). */
+ * module, demo-kernels.so (loaded with keel_module_load_file). */
 #ifndef KEEL_DEMO_KERNELS_H
 #define KEEL_DEMO_KERNELS_H
 

@@ -10,7 +10,7 @@ set -u
 info=./tools/keel-info
 demo=./examples/keel-demo
 hello=./examples/keel-hello
-module=./examples/.libs/keel-demo-kernels.so
+module=./examples/.libs/demo-kernels.so
 
 # The user's selection must not change what this test expects.
 unset KEEL_BACKEND KEEL_DEVICE KEEL_CPU_DEVICES KEEL_CPU_MEMORY_LIMIT KEEL_CPU_THREADS KEEL_LOG
