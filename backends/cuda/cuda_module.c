@@ -2,11 +2,13 @@
  * (cuLibrary*): a CUkernel launched with cuLaunchKernel runs in the context
  * of the stream it is given, so the launch path needs no context switch, no
  * lookup and no lock: it is one driver call. */
+#include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cuda_internal.h"
 #include "cuda_shared.h"
 
@@ -74,6 +76,10 @@ static keel_status_t mod_load_file(void *device_ctx, const char *path, void **mo
     CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
     void *vals[] = {log, (void *)(uintptr_t)sizeof log};
     CUlibrary lib = NULL;
+    /* The driver's answer for a missing file varies by version; say it plainly. */
+    if (access(path, R_OK) != 0)
+        return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND, "keel_module_load_file: %s: %s", path,
+                                          strerror(errno));
     CUresult res = keel__cu.LibraryLoadFromFile(&lib, path, opts, vals, 2, NULL, NULL, 0);
     if (res == CUDA_ERROR_FILE_NOT_FOUND)
         return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND, "keel_module_load_file: %s: file not found", path);
