@@ -300,14 +300,52 @@ struct kt_gate {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int open;
+    struct kt_gate *next;
 };
+
+/* Gates not yet freed: a test that fails between closing and opening a gate
+ * (Check longjmps out of it) would leave its stream blocked and hang every
+ * later test, so the teardown opens them all. */
+static kt_gate_t *live_gates;
+static pthread_mutex_t gates_lock = PTHREAD_MUTEX_INITIALIZER;
 
 kt_gate_t *kt_gate_new(void)
 {
     kt_gate_t *g = calloc(1, sizeof *g);
     pthread_mutex_init(&g->lock, NULL);
     pthread_cond_init(&g->cond, NULL);
+    pthread_mutex_lock(&gates_lock);
+    g->next = live_gates;
+    live_gates = g;
+    pthread_mutex_unlock(&gates_lock);
     return g;
+}
+
+static void open_all_gates(void)
+{
+    pthread_mutex_lock(&gates_lock);
+    for (kt_gate_t *g = live_gates; g; g = g->next)
+        kt_gate_open(g);
+    /* Left allocated: a stream may still be inside gate_wait. */
+    live_gates = NULL;
+    pthread_mutex_unlock(&gates_lock);
+}
+
+static void teardown(void)
+{
+    open_all_gates();
+    /* Let work that a failed test left behind finish before the next test. */
+    for (int i = 0; i < ndevices; i++)
+        keel_device_synchronize(devices[i]);
+    kt_dev = NULL;
+}
+
+TCase *kt_tcase_create(const char *name, int timeout)
+{
+    TCase *tc = tcase_create(name);
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, timeout);
+    return tc;
 }
 
 static void gate_wait(void *p)
@@ -336,6 +374,18 @@ void kt_gate_free(kt_gate_t *g)
 {
     if (g == NULL)
         return;
+    int found = 0;
+    pthread_mutex_lock(&gates_lock);
+    for (kt_gate_t **p = &live_gates; *p; p = &(*p)->next) {
+        if (*p == g) {
+            *p = g->next;
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&gates_lock);
+    if (!found)
+        return; /* opened by a teardown: may still be in use */
     pthread_mutex_destroy(&g->lock);
     pthread_cond_destroy(&g->cond);
     free(g);
@@ -530,8 +580,26 @@ static int run_again_with_cpu_devices(char **argv)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
 }
 
+const char *kt_current_test = "(none yet)";
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "\nFAIL: the suite hung (watchdog); last per-device test started: ";
+    write(2, msg, sizeof msg - 1);
+    write(2, kt_current_test, strlen(kt_current_test));
+    write(2, "\n", 1);
+    _exit(1);
+}
+
 int kt_main(int argc, char **argv, Suite *suite, int needs_devices, int multi_device)
 {
+    /* Check's timeouts need fork mode; without it a hang must still end the
+     * run. KEEL_TEST_TIMEOUT (seconds) stretches it for slow sanitizer builds. */
+    const char *to = getenv("KEEL_TEST_TIMEOUT");
+    signal(SIGALRM, on_alarm);
+    alarm(to && *to ? (unsigned)atoi(to) : 300);
+
     (void)argc;
     const char *s = getenv("KEEL_TEST_SEED");
     seed = s && *s ? strtoul(s, NULL, 10) : (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16);
@@ -558,6 +626,10 @@ int kt_main(int argc, char **argv, Suite *suite, int needs_devices, int multi_de
     SRunner *sr = srunner_create(suite);
     if (getenv("CK_FORK") == NULL)
         srunner_set_fork_status(sr, CK_NOFORK);
+    /* Each result as it happens: if a failed test leads to a crash later,
+     * the failure is already in the log. */
+    if (getenv("CK_LOG_FILE_NAME") == NULL)
+        srunner_set_log(sr, "-");
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

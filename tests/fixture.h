@@ -30,6 +30,8 @@ int kt_device_count(void);
 keel_device_t *kt_device(int i);
 /* The current device: set by the loop-test prologue KT_DEVICE_TEST. */
 extern keel_device_t *kt_dev;
+/* Name of the per-device test running now, for the watchdog's message. */
+extern const char *kt_current_test;
 /* Whether a device is of the CPU backend. */
 int kt_is_cpu(keel_device_t *dev);
 /* Another device of the same backend as @p dev, or NULL. */
@@ -45,6 +47,7 @@ int kt_cpu_devices_env(void);
     START_TEST(name)                                                          \
     {                                                                         \
         kt_dev = kt_device(_i);                                               \
+        kt_current_test = #name;                                              \
         ck_assert_msg(kt_dev != NULL, "no device %d under test", _i);         \
         name##_body(kt_dev);                                                  \
     }                                                                         \
@@ -77,6 +80,19 @@ const char *kt_where(void);
                       kt_where(), #call, keel_status_name(keel_last_status()), keel_status_name(expect)); \
         ck_assert_msg(keel_last_error()[0] != '\0', "%s%s failed with an empty keel_last_error()", \
                       kt_where(), #call);                                                        \
+    } while (0)
+
+/* A query must answer KEEL_ERROR_NOT_READY, which is no failure: it leaves
+ * the last error alone. */
+#define KT_PENDING(call)                                                                         \
+    do {                                                                                         \
+        keel_clear_error();                                                                      \
+        keel_status_t kt_s_ = (call);                                                            \
+        ck_assert_msg(kt_s_ == KEEL_ERROR_NOT_READY, "%s%s -> %s, expected KEEL_ERROR_NOT_READY (%s)", \
+                      kt_where(), #call, keel_status_name(kt_s_), keel_last_error());             \
+        ck_assert_msg(keel_last_status() == KEEL_OK && keel_last_error()[0] == '\0',             \
+                      "%s%s: NOT_READY set the last error (%s: %s)", kt_where(), #call,           \
+                      keel_status_name(keel_last_status()), keel_last_error());                  \
     } while (0)
 
 /* The last error's detail must contain @p needle. */
@@ -122,6 +138,9 @@ kt_gate_t *kt_gate_new(void);
 keel_status_t kt_gate_enqueue(kt_gate_t *g, keel_stream_t *s);
 void kt_gate_open(kt_gate_t *g);
 void kt_gate_free(kt_gate_t *g);
+
+/* A test case whose teardown opens the gates a failed test left closed. */
+TCase *kt_tcase_create(const char *name, int timeout);
 
 /* Host function that sleeps a few milliseconds (to widen races, never timed). */
 void kt_host_sleep(void *ms_as_ptr);

@@ -343,7 +343,7 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("device");
-    TCase *tc = tcase_create("backends");
+    TCase *tc = kt_tcase_create("backends", 60);
     tcase_add_test(tc, backend_list_has_cpu_cuda_hip_with_reasons);
     tcase_add_test(tc, backend_get_and_find_reject_bad_input);
     tcase_add_test(tc, backend_get_info_rejects_bad_input_and_respects_struct_size);
@@ -352,7 +352,7 @@ static Suite *suite(void)
     tcase_add_test(tc, default_device_follows_the_preference_order);
     tcase_add_test(tc, cpu_device_count_follows_keel_cpu_devices);
     suite_add_tcase(s, tc);
-    TCase *td = tcase_create("devices");
+    TCase *td = kt_tcase_create("devices", 60);
     kt_add_device_test(td, device_properties_are_sane);
     kt_add_device_test(td, device_properties_respect_struct_size_and_reject_bad_input);
     kt_add_device_test(td, device_memory_info_is_consistent);

@@ -237,7 +237,7 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("status");
-    TCase *tc = tcase_create("status");
+    TCase *tc = kt_tcase_create("status", 60);
     tcase_add_test(tc, status_strings_are_distinct_and_nonempty);
     tcase_add_test(tc, status_names_match_the_enum);
     tcase_add_test(tc, unknown_status_values_have_strings);

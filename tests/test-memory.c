@@ -1,0 +1,445 @@
+/* test-memory: allocation of every kind, copies in every direction (sync and
+ * stream-ordered), memset, the pointer registry, and the error paths of every
+ * function of keel/memory.h. */
+#include <stdint.h>
+#include <stdlib.h>
+#include "fixture.h"
+
+typedef keel_status_t (*alloc_fn)(keel_device_t *, size_t, void **);
+
+static keel_status_t alloc_kind(keel_device_t *dev, keel_memory_kind_t kind, size_t bytes, void **p)
+{
+    switch (kind) {
+    case KEEL_MEMORY_DEVICE:
+        return keel_malloc(dev, bytes, p);
+    case KEEL_MEMORY_PINNED:
+        return keel_malloc_host(dev, bytes, p);
+    case KEEL_MEMORY_MANAGED:
+        return keel_malloc_managed(dev, bytes, p);
+    default:
+        return KEEL_ERROR_INVALID_ARGUMENT;
+    }
+}
+
+static int has_managed(keel_device_t *dev)
+{
+    keel_device_properties_t p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    KT_OK(keel_device_get_properties(dev, &p));
+    return p.managed_memory;
+}
+
+static const keel_memory_kind_t kinds[] = {KEEL_MEMORY_DEVICE, KEEL_MEMORY_PINNED, KEEL_MEMORY_MANAGED};
+
+static void check_info(const void *ptr, keel_memory_kind_t kind, keel_device_t *dev, const void *base, size_t size)
+{
+    keel_pointer_info_t info;
+    memset(&info, 0x5A, sizeof info);
+    info.struct_size = sizeof info;
+    KT_OK(keel_pointer_get_info(ptr, &info));
+    ck_assert_msg(info.kind == kind, "%spointer %p: kind %d, expected %d", kt_where(), ptr, info.kind, kind);
+    ck_assert_ptr_eq(info.device, dev);
+    ck_assert_ptr_eq(info.base, base);
+    ck_assert_int_eq(info.size, size);
+    ck_assert_int_eq(info.offset, base ? (size_t)((const char *)ptr - (const char *)base) : 0);
+}
+
+KT_DEVICE_TEST(alloc_every_kind_is_registered_and_freed)
+{
+    for (size_t k = 0; k < 3; k++) {
+        void *p = NULL;
+        keel_status_t s = alloc_kind(dev, kinds[k], 4096 + 17, &p);
+        if (kinds[k] == KEEL_MEMORY_MANAGED && !has_managed(dev)) {
+            ck_assert_int_eq(s, KEEL_ERROR_NOT_SUPPORTED);
+            continue;
+        }
+        ck_assert_msg(s == KEEL_OK, "%skind %d: %s (%s)", kt_where(), kinds[k], keel_status_name(s), keel_last_error());
+        ck_assert_ptr_nonnull(p);
+        check_info(p, kinds[k], dev, p, 4096 + 17);
+        check_info((char *)p + 4096, kinds[k], dev, p, 4096 + 17);
+        check_info((char *)p + 4096 + 16, kinds[k], dev, p, 4096 + 17);
+        /* One past the end is not in it. */
+        check_info((char *)p + 4096 + 17, KEEL_MEMORY_HOST, NULL, NULL, 0);
+        KT_OK(keel_free(p));
+        check_info(p, KEEL_MEMORY_HOST, NULL, NULL, 0);
+    }
+}
+
+KT_DEVICE_TEST(alloc_rejects_bad_input_and_leaves_out_untouched)
+{
+    for (size_t k = 0; k < 3; k++) {
+        if (kinds[k] == KEEL_MEMORY_MANAGED && !has_managed(dev))
+            continue;
+        void *p = KT_SENTINEL;
+        KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, alloc_kind(dev, kinds[k], 0, &p));
+        ck_assert_ptr_eq(p, KT_SENTINEL);
+        KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, alloc_kind(dev, kinds[k], 64, NULL));
+        KT_FAIL(KEEL_ERROR_INVALID_HANDLE, alloc_kind(NULL, kinds[k], 64, &p));
+        ck_assert_ptr_eq(p, KT_SENTINEL);
+    }
+}
+
+KT_DEVICE_TEST(huge_alloc_is_out_of_memory_and_recoverable)
+{
+    void *p = KT_SENTINEL;
+    KT_FAIL(KEEL_ERROR_OUT_OF_MEMORY, keel_malloc(dev, SIZE_MAX / 2, &p));
+    ck_assert_ptr_eq(p, KT_SENTINEL);
+    KT_OK(keel_malloc(dev, 1 << 20, &p));
+    ck_assert_ptr_ne(p, KT_SENTINEL);
+    KT_OK(keel_free(p));
+    p = KT_SENTINEL;
+    KT_FAIL(KEEL_ERROR_OUT_OF_MEMORY, keel_malloc_host(dev, SIZE_MAX / 2, &p));
+    ck_assert_ptr_eq(p, KT_SENTINEL);
+}
+
+KT_DEVICE_TEST(free_rejects_unknown_interior_and_double_frees)
+{
+    KT_OK(keel_free(NULL));
+    char stack[64];
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free(stack));
+    void *heap = malloc(64);
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free(heap));
+    free(heap);
+    void *p = NULL;
+    KT_OK(keel_malloc(dev, 1024, &p));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free((char *)p + 1));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free((char *)p + 512));
+    /* The refused frees left it alive. */
+    check_info(p, KEEL_MEMORY_DEVICE, dev, p, 1024);
+    KT_OK(keel_free(p));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free(p));
+    void *h = NULL;
+    KT_OK(keel_malloc_host(dev, 100, &h));
+    KT_OK(keel_free(h));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free(h));
+}
+
+/* Round trip host -> A -> B -> host with random data, for each pair of kinds
+ * and at odd offsets, poisoning the destination first. */
+KT_DEVICE_TEST(copies_between_every_kind_round_trip)
+{
+    enum { N = 3 * 4096 + 7 };
+    unsigned char *src = malloc(N), *dst = malloc(N);
+    int nk = has_managed(dev) ? 3 : 2;
+    for (int a = 0; a < nk; a++) {
+        for (int b = 0; b < nk; b++) {
+            void *pa = NULL, *pb = NULL;
+            KT_OK(alloc_kind(dev, kinds[a], N + 64, &pa));
+            KT_OK(alloc_kind(dev, kinds[b], N + 64, &pb));
+            kt_fill_random_bytes(src, N);
+            kt_poison(dst, N);
+            KT_OK(keel_memset(pa, KT_POISON_BYTE, N + 64));
+            KT_OK(keel_memset(pb, KT_POISON_BYTE, N + 64));
+            KT_OK(keel_memcpy((char *)pa + 3, src, N));
+            KT_OK(keel_memcpy((char *)pb + 61, (char *)pa + 3, N));
+            KT_OK(keel_memcpy(dst, (char *)pb + 61, N));
+            for (size_t i = 0; i < N; i++)
+                ck_assert_msg(dst[i] == src[i], "%skinds %d->%d: byte %zu is %#x, expected %#x", kt_where(),
+                              kinds[a], kinds[b], i, dst[i], src[i]);
+            /* The bytes around the copy stay as they were. */
+            unsigned char edge[3];
+            KT_OK(keel_memcpy(edge, pb, 3));
+            ck_assert_int_eq(edge[0], KT_POISON_BYTE);
+            ck_assert_int_eq(edge[2], KT_POISON_BYTE);
+            KT_OK(keel_memcpy(edge, (char *)pb + 61 + N, 3));
+            ck_assert_int_eq(edge[0], KT_POISON_BYTE);
+            KT_OK(keel_free(pa));
+            KT_OK(keel_free(pb));
+        }
+    }
+    /* Host to host through keel_memcpy is a plain copy. */
+    kt_fill_random_bytes(src, N);
+    kt_poison(dst, N);
+    KT_OK(keel_memcpy(dst, src, N));
+    ck_assert_msg(memcmp(dst, src, N) == 0, "host to host copy differs");
+    free(src);
+    free(dst);
+}
+
+KT_DEVICE_TEST(async_copies_and_memset_on_a_stream)
+{
+    enum { N = 1 << 16 };
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    unsigned char *src = malloc(N), *dst = malloc(N);
+    void *pinned = NULL, *d1 = NULL, *d2 = NULL;
+    KT_OK(keel_malloc_host(dev, N, &pinned));
+    KT_OK(keel_malloc(dev, N, &d1));
+    KT_OK(keel_malloc(dev, N, &d2));
+    kt_fill_random_bytes(src, N);
+    kt_poison(dst, N);
+    /* pageable -> device -> device -> pinned -> pageable, all in one stream's order */
+    KT_OK(keel_memset_async(d2, 0x11, N, s));
+    KT_OK(keel_memcpy_async(d1, src, N, s));
+    KT_OK(keel_memcpy_async(d2, d1, N / 2, s));
+    KT_OK(keel_memset_async((char *)d2 + N / 2 + 100, 0x3C, 50, s));
+    KT_OK(keel_memcpy_async(pinned, d2, N, s));
+    KT_OK(keel_stream_synchronize(s));
+    memcpy(dst, pinned, N);
+    for (size_t i = 0; i < N; i++) {
+        unsigned char want = i < N / 2 ? src[i] : (i >= N / 2 + 100 && i < N / 2 + 150) ? 0x3C : 0x11;
+        ck_assert_msg(dst[i] == want, "%sbyte %zu is %#x, expected %#x", kt_where(), i, dst[i], want);
+    }
+    KT_OK(keel_free(pinned));
+    KT_OK(keel_free(d1));
+    KT_OK(keel_free(d2));
+    KT_OK(keel_stream_destroy(s));
+    free(src);
+    free(dst);
+}
+
+KT_DEVICE_TEST(memset_sets_exactly_the_range)
+{
+    enum { N = 10007 };
+    unsigned char *host = malloc(N);
+    void *d = NULL;
+    KT_OK(keel_malloc(dev, N, &d));
+    KT_OK(keel_memset(d, 0x77, N));
+    KT_OK(keel_memset((char *)d + 5, 0x100 + 0x2B, 1000)); /* only the low byte counts */
+    KT_OK(keel_memcpy(host, d, N));
+    for (size_t i = 0; i < N; i++) {
+        unsigned char want = (i >= 5 && i < 1005) ? 0x2B : 0x77;
+        ck_assert_msg(host[i] == want, "%sbyte %zu is %#x, expected %#x", kt_where(), i, host[i], want);
+    }
+    KT_OK(keel_free(d));
+    free(host);
+}
+
+KT_DEVICE_TEST(out_of_range_copies_are_refused_with_the_sizes)
+{
+    void *d = NULL;
+    KT_OK(keel_malloc(dev, 4096, &d));
+    unsigned char *host = malloc(8192);
+    kt_fill_random_bytes(host, 8192);
+    KT_OK(keel_memset(d, KT_POISON_BYTE, 4096));
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy(d, host, 8192));
+    KT_DETAIL_HAS("8192");
+    KT_DETAIL_HAS("4096");
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy(host, d, 4097));
+    KT_DETAIL_HAS("4097");
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy((char *)d + 4000, host, 97));
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy(host, (char *)d + 4095, 2));
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memset((char *)d + 1, 0, 4096));
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy((char *)d + 8, (char *)d, 4090));
+    /* A length that wraps around the address space is still refused. */
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy((char *)d + 16, host, SIZE_MAX - 8));
+    keel_stream_t *s = NULL;
+    KT_OK(keel_device_default_stream(dev, &s));
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy_async(d, host, 4097, s));
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memset_async(d, 0, 5000, s));
+    KT_OK(keel_stream_synchronize(s));
+    /* None of the refused calls wrote anything. */
+    unsigned char back[4096];
+    KT_OK(keel_memcpy(back, d, 4096));
+    for (size_t i = 0; i < 4096; i++)
+        ck_assert_msg(back[i] == KT_POISON_BYTE, "%sbyte %zu was written by a refused call", kt_where(), i);
+    /* Exactly to the end is fine. */
+    KT_OK(keel_memcpy((char *)d + 4000, host, 96));
+    KT_OK(keel_free(d));
+    free(host);
+}
+
+KT_DEVICE_TEST(memset_of_unknown_or_freed_memory_is_refused)
+{
+    char stack[64];
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memset(stack, 0, sizeof stack));
+    keel_stream_t *s = NULL;
+    KT_OK(keel_device_default_stream(dev, &s));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memset_async(stack, 0, sizeof stack, s));
+    void *d = NULL;
+    KT_OK(keel_malloc(dev, 64, &d));
+    KT_OK(keel_free(d));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memset(d, 0, 64));
+}
+
+KT_DEVICE_TEST(copy_and_memset_reject_bad_arguments)
+{
+    void *d = NULL;
+    KT_OK(keel_malloc(dev, 256, &d));
+    unsigned char host[256];
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    keel_clear_error();
+    ck_assert_int_ne(keel_memcpy(NULL, d, 16), KEEL_OK);
+    ck_assert_int_ne(keel_memcpy(d, NULL, 16), KEEL_OK);
+    ck_assert_int_ne(keel_memset(NULL, 0, 16), KEEL_OK);
+    ck_assert_int_ne(keel_memcpy_async(NULL, d, 16, s), KEEL_OK);
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_memcpy_async(host, d, 16, NULL));
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_memset_async(d, 0, 16, NULL));
+    keel_stream_t *dead = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &dead));
+    KT_OK(keel_stream_destroy(dead));
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_memcpy_async(host, d, 16, dead));
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_memset_async(d, 0, 16, dead));
+    void *p = KT_SENTINEL;
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_malloc_async(dead, 64, &p));
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_malloc_async(NULL, 64, &p));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_malloc_async(s, 0, &p));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_malloc_async(s, 64, NULL));
+    ck_assert_ptr_eq(p, KT_SENTINEL);
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_free_async(d, NULL));
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_free_async(d, dead));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free_async(host, s));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free_async((char *)d + 8, s));
+    KT_OK(keel_stream_synchronize(s));
+    KT_OK(keel_stream_destroy(s));
+    KT_OK(keel_free(d));
+}
+
+KT_DEVICE_TEST(pointer_info_of_host_memory_and_bad_arguments)
+{
+    char stack[16];
+    check_info(stack, KEEL_MEMORY_HOST, NULL, NULL, 0);
+    check_info(NULL, KEEL_MEMORY_HOST, NULL, NULL, 0);
+    keel_pointer_info_t info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_pointer_get_info(stack, NULL));
+    /* A shorter struct: fields past its size stay untouched. */
+    void *d = NULL;
+    KT_OK(keel_malloc(dev, 128, &d));
+    memset(&info, 0x5A, sizeof info);
+    info.struct_size = offsetof(keel_pointer_info_t, base);
+    KT_OK(keel_pointer_get_info(d, &info));
+    ck_assert_int_eq(info.kind, KEEL_MEMORY_DEVICE);
+    ck_assert_ptr_eq(info.device, dev);
+    const unsigned char *b = (const unsigned char *)&info;
+    for (size_t i = offsetof(keel_pointer_info_t, base); i < sizeof info; i++)
+        ck_assert_msg(b[i] == 0x5A, "byte %zu past struct_size was written", i);
+    KT_OK(keel_free(d));
+}
+
+KT_DEVICE_TEST(stream_ordered_alloc_and_free)
+{
+    enum { N = 50000 };
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    float *src = malloc(N * sizeof(float)), *dst = malloc(N * sizeof(float));
+    for (int round = 0; round < 20; round++) {
+        void *d = KT_SENTINEL;
+        KT_OK(keel_malloc_async(s, N * sizeof(float), &d));
+        ck_assert_ptr_ne(d, KT_SENTINEL);
+        check_info((char *)d + 40, KEEL_MEMORY_DEVICE, dev, d, N * sizeof(float));
+        kt_fill_random_f32(src, N);
+        kt_poison(dst, N * sizeof(float));
+        KT_OK(keel_memcpy_async(d, src, N * sizeof(float), s));
+        KT_OK(keel_memcpy_async(dst, d, N * sizeof(float), s));
+        KT_OK(keel_free_async(d, s));
+        /* The pointer is invalid for new calls at once. */
+        KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free(d));
+        KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free_async(d, s));
+        check_info(d, KEEL_MEMORY_HOST, NULL, NULL, 0);
+        KT_OK(keel_stream_synchronize(s));
+        ck_assert_msg(memcmp(src, dst, N * sizeof(float)) == 0, "%sround %d: data differs", kt_where(), round);
+    }
+    /* Memory from keel_malloc_async may also be freed with keel_free after a synchronize. */
+    void *d = NULL;
+    KT_OK(keel_malloc_async(s, 1000, &d));
+    KT_OK(keel_stream_synchronize(s));
+    KT_OK(keel_free(d));
+    KT_OK(keel_stream_destroy(s));
+    free(src);
+    free(dst);
+}
+
+/* keel_free waits for the device's work: a copy out of the memory that is
+ * queued behind a slow host function must still see the data. */
+KT_DEVICE_TEST(free_waits_for_queued_work_on_the_memory)
+{
+    enum { N = 4096 };
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    unsigned char src[N], dst[N];
+    kt_fill_random_bytes(src, N);
+    kt_poison(dst, N);
+    void *d = NULL;
+    KT_OK(keel_malloc(dev, N, &d));
+    KT_OK(keel_memcpy(d, src, N));
+    KT_OK(keel_stream_launch_host_func(s, kt_host_sleep, (void *)(intptr_t)30));
+    KT_OK(keel_memcpy_async(dst, d, N, s));
+    KT_OK(keel_free(d));
+    /* The copy is done now: keel_free synchronized the device. */
+    ck_assert_msg(memcmp(src, dst, N) == 0, "%sthe copy queued before keel_free did not complete", kt_where());
+    KT_OK(keel_stream_destroy(s));
+}
+
+KT_DEVICE_TEST(copies_between_devices_of_one_backend)
+{
+    keel_device_t *other = kt_other_device(dev);
+    if (other == NULL) {
+        ck_assert_msg(!(kt_cpu_devices_env() && kt_is_cpu(dev)), "KEEL_CPU_DEVICES is set, yet one CPU device");
+        return; /* run again with KEEL_CPU_DEVICES=3 by kt_main */
+    }
+    enum { N = 30000 };
+    unsigned char *src = malloc(N), *dst = malloc(N);
+    kt_fill_random_bytes(src, N);
+    kt_poison(dst, N);
+    void *a = NULL, *b = NULL;
+    KT_OK(keel_malloc(dev, N, &a));
+    KT_OK(keel_malloc(other, N, &b));
+    check_info(b, KEEL_MEMORY_DEVICE, other, b, N);
+    KT_OK(keel_memcpy(a, src, N));
+    KT_OK(keel_memcpy(b, a, N));
+    KT_OK(keel_memcpy(dst, b, N));
+    ck_assert_msg(memcmp(src, dst, N) == 0, "%sdevice-to-device copy across devices differs", kt_where());
+    /* Async, on a stream of either device. */
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(other, 0, 0, &s));
+    kt_fill_random_bytes(src, N);
+    kt_poison(dst, N);
+    KT_OK(keel_memcpy(a, src, N));
+    KT_OK(keel_memcpy_async(b, a, N, s));
+    KT_OK(keel_memcpy_async(dst, b, N, s));
+    KT_OK(keel_stream_synchronize(s));
+    ck_assert_msg(memcmp(src, dst, N) == 0, "%sasync copy across devices differs", kt_where());
+    KT_OK(keel_stream_destroy(s));
+    KT_OK(keel_free(a));
+    KT_OK(keel_free(b));
+    free(src);
+    free(dst);
+}
+
+KT_DEVICE_TEST(stream_and_memory_of_different_backends_mismatch)
+{
+    keel_device_t *foreign = kt_foreign_device(dev);
+    if (foreign == NULL)
+        return; /* test-loader covers this with the fake plugin */
+    void *a = NULL, *b = NULL;
+    KT_OK(keel_malloc(dev, 64, &a));
+    KT_OK(keel_malloc(foreign, 64, &b));
+    KT_FAIL(KEEL_ERROR_DEVICE_MISMATCH, keel_memcpy(a, b, 64));
+    keel_stream_t *fs = NULL;
+    KT_OK(keel_device_default_stream(foreign, &fs));
+    KT_FAIL(KEEL_ERROR_DEVICE_MISMATCH, keel_memset_async(a, 0, 64, fs));
+    KT_OK(keel_free(a));
+    KT_OK(keel_free(b));
+}
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("memory");
+    TCase *tc = kt_tcase_create("memory", 60);
+    kt_add_device_test(tc, alloc_every_kind_is_registered_and_freed);
+    kt_add_device_test(tc, alloc_rejects_bad_input_and_leaves_out_untouched);
+    kt_add_device_test(tc, huge_alloc_is_out_of_memory_and_recoverable);
+    kt_add_device_test(tc, free_rejects_unknown_interior_and_double_frees);
+    kt_add_device_test(tc, copies_between_every_kind_round_trip);
+    kt_add_device_test(tc, async_copies_and_memset_on_a_stream);
+    kt_add_device_test(tc, memset_sets_exactly_the_range);
+    kt_add_device_test(tc, out_of_range_copies_are_refused_with_the_sizes);
+    kt_add_device_test(tc, memset_of_unknown_or_freed_memory_is_refused);
+    kt_add_device_test(tc, copy_and_memset_reject_bad_arguments);
+    kt_add_device_test(tc, pointer_info_of_host_memory_and_bad_arguments);
+    kt_add_device_test(tc, stream_ordered_alloc_and_free);
+    kt_add_device_test(tc, free_waits_for_queued_work_on_the_memory);
+    kt_add_device_test(tc, copies_between_devices_of_one_backend);
+    kt_add_device_test(tc, stream_and_memory_of_different_backends_mismatch);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    return kt_main(argc, argv, suite(), 1, 1);
+}
