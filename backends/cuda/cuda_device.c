@@ -52,6 +52,9 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
     if (err == gpuSuccess)
         err = gpuDeviceGetAttribute(&v, gpuAttrMemoryPoolsSupported, index);
     dev->pools_supported = v;
+    /* KEEL_CUDA_HOST_FUNCS=cuda: run host functions on CUDA's one thread. */
+    const char *hf = getenv("KEEL_CUDA_HOST_FUNCS");
+    atomic_init(&dev->stream_wait_value, keel__cu.StreamWaitValue32 != NULL && !(hf != NULL && strcmp(hf, "cuda") == 0));
     snprintf(dev->arch, sizeof dev->arch, KEEL_GPU_ARCH_PREFIX "%d%d", dev->cc_major, dev->cc_minor);
     if (err == gpuSuccess && dev->pools_supported) {
         /* Memory freed to the pool stays there: a steady alloc/free loop then

@@ -60,6 +60,8 @@ keel_status_t keel__cuda_driver_load(void)
         E(KernelSetAttribute, 0),
         E(KernelGetParamInfo, 1),
         E(OccupancyMaxActiveBlocksPerMultiprocessor, 0),
+        E(StreamWaitValue32, 1),
+        E(DeviceGetAttribute, 0),
         E(LaunchKernel, 0),
 #undef E
     };

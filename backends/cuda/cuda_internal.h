@@ -44,6 +44,8 @@ struct keel__cuda_driver {
     CUresult (*KernelSetAttribute)(CUfunction_attribute, int, CUkernel, CUdevice);
     CUresult (*KernelGetParamInfo)(CUkernel, size_t, size_t *, size_t *);   /* may be NULL (driver < 12.4) */
     CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
+    CUresult (*StreamWaitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+    CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
     CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              CUstream, void **, void **);
 };
@@ -62,6 +64,7 @@ typedef struct keel__cuda_device {
     char arch[16];                 /* "sm_90" */
     int managed_memory;
     int pools_supported;
+    atomic_int stream_wait_value;  /* cuStreamWaitValue32 works: host functions run on the stream's thread */
     gpuMemPool_t pool;             /* default pool, release threshold raised */
     pthread_mutex_t lock;          /* guards the lazily made members below */
     _Atomic(struct keel__cuda_staging *) staging;
@@ -69,12 +72,14 @@ typedef struct keel__cuda_device {
 } keel__cuda_device_t;
 
 typedef struct keel__cuda_blas_ctx keel__cuda_blas_ctx_t;
+struct keel__cuda_hostq;
 
 typedef struct keel__cuda_stream {
     gpuStream_t stream;            /* first: the launch path reads it */
     keel__cuda_device_t *dev;
-    pthread_mutex_t lock;          /* guards the lazy BLAS state */
+    pthread_mutex_t lock;          /* guards the lazy BLAS and host-function state */
     _Atomic(keel__cuda_blas_ctx_t *) blas;
+    _Atomic(struct keel__cuda_hostq *) hostq;
 } keel__cuda_stream_t;
 
 typedef struct keel__cuda_event {
@@ -157,6 +162,12 @@ KEEL_CUDA_HIDDEN keel_status_t keel__cuda_staged_h2d(keel__cuda_stream_t *s, voi
 KEEL_CUDA_HIDDEN keel_status_t keel__cuda_staged_d2h(keel__cuda_stream_t *s, void *dst, const void *src,
                                                      size_t bytes, const char *keel_fn);
 KEEL_CUDA_HIDDEN void keel__cuda_staging_destroy(keel__cuda_device_t *dev);
+
+/* ---- host functions (cuda_hostfn.c) ---- */
+KEEL_CUDA_HIDDEN keel_status_t keel__cuda_launch_host_func(keel__cuda_stream_t *s, keel_host_fn_t fn,
+                                                           void *user_data);
+/* Stops the stream's host thread; the stream must be idle. */
+KEEL_CUDA_HIDDEN void keel__cuda_hostq_release(keel__cuda_stream_t *s);
 
 /* ---- BLAS state (cuda_blas.c) ---- */
 KEEL_CUDA_HIDDEN void keel__cuda_blas_stream_release(keel__cuda_stream_t *s);

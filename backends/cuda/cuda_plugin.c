@@ -26,17 +26,20 @@ static void read_kernel_driver_version(char *buf, size_t size)
     if (f == NULL)
         return;
     char line[512];
+    /* "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..." */
     if (fgets(line, sizeof line, f) != NULL) {
         const char *p = strstr(line, "Kernel Module");
-        if (p != NULL) {
-            p += strlen("Kernel Module");
-            while (*p == ' ' || *p == '\t')
-                p++;
-            size_t n = strcspn(p, " \t\n");
-            if (n >= size)
-                n = size - 1;
-            memcpy(buf, p, n);
-            buf[n] = '\0';
+        for (; p != NULL && *p != '\0'; p++) {
+            if (p[0] >= '0' && p[0] <= '9' && (p[-1] == ' ' || p[-1] == '\t')) {
+                size_t n = strspn(p, "0123456789.");
+                if (n > 2 && memchr(p, '.', n) != NULL) {
+                    if (n >= size)
+                        n = size - 1;
+                    memcpy(buf, p, n);
+                    buf[n] = '\0';
+                    break;
+                }
+            }
         }
     }
     fclose(f);

@@ -40,6 +40,7 @@ static keel_status_t stream_destroy(void *stream_ctx)
     keel__cuda_stream_t *s = stream_ctx;
     gpuError_t err = gpuStreamSynchronize(s->stream);
     keel__cuda_blas_stream_release(s);
+    keel__cuda_hostq_release(s);
     gpuError_t err2 = gpuStreamDestroy(s->stream);
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -85,11 +86,7 @@ static keel_status_t stream_wait_event(void *stream_ctx, void *event_ctx)
 
 static keel_status_t stream_launch_host_func(void *stream_ctx, keel_host_fn_t fn, void *user_data)
 {
-    keel__cuda_stream_t *s = stream_ctx;
-    gpuError_t err = gpuLaunchHostFunc(s->stream, (gpuHostFn_t)fn, user_data);
-    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
-        return keel__cuda_error(err, "keel_stream_launch_host_func", NULL);
-    return KEEL_OK;
+    return keel__cuda_launch_host_func(stream_ctx, fn, user_data);
 }
 
 static keel_status_t stream_begin_capture(void *stream_ctx)

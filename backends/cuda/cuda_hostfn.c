@@ -1,0 +1,195 @@
+/* Host functions on streams.
+ *
+ * CUDA runs every host function of a process on one internal thread, so a
+ * host function that blocks (waits for another stream's work, for a user
+ * event) would hold the host functions of every other stream: an implicit
+ * ordering Keel's streams must not have. Here each stream that uses host
+ * functions gets its own thread. The stream gets two cheap operations: a
+ * CUDA host function that only hands the call to that thread, and a wait on a
+ * counter in pinned memory that the thread bumps once the function returned,
+ * so later work on the stream still waits for it. While a stream is being
+ * captured into a graph the function goes to cudaLaunchHostFunc directly (a
+ * graph host node): sequence numbers baked into a graph could not replay. */
+#include <stdlib.h>
+#include <string.h>
+#include "cuda_internal.h"
+#include "cuda_shared.h"
+
+struct host_op {
+    keel_host_fn_t fn;
+    void *user_data;
+    uint32_t seq;
+    struct keel__cuda_hostq *q;
+    struct host_op *next;
+};
+
+struct keel__cuda_hostq {
+    pthread_mutex_t enqueue_lock;   /* keeps sequence numbers in stream order */
+    uint32_t next_seq;
+    pthread_mutex_t m;              /* guards the ready list and stop */
+    pthread_cond_t cv;
+    struct host_op *head, *tail;
+    int stop;
+    pthread_t thread;
+    volatile uint32_t *counter;     /* pinned; the stream waits on it */
+};
+
+static void *host_worker(void *arg)
+{
+    struct keel__cuda_hostq *q = arg;
+    pthread_mutex_lock(&q->m);
+    for (;;) {
+        while (q->head == NULL && !q->stop)
+            pthread_cond_wait(&q->cv, &q->m);
+        if (q->head == NULL)
+            break;
+        struct host_op *op = q->head;
+        q->head = op->next;
+        if (q->head == NULL)
+            q->tail = NULL;
+        pthread_mutex_unlock(&q->m);
+        op->fn(op->user_data);
+        __atomic_store_n(q->counter, op->seq, __ATOMIC_RELEASE);
+        free(op);
+        pthread_mutex_lock(&q->m);
+    }
+    pthread_mutex_unlock(&q->m);
+    return NULL;
+}
+
+/* Runs on CUDA's callback thread once the work before it is done: hands over. */
+static void host_signal(void *arg)
+{
+    struct host_op *op = arg;
+    struct keel__cuda_hostq *q = op->q;
+    pthread_mutex_lock(&q->m);
+    if (q->tail)
+        q->tail->next = op;
+    else
+        q->head = op;
+    q->tail = op;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->m);
+}
+
+static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq **out)
+{
+    struct keel__cuda_hostq *q = atomic_load_explicit(&s->hostq, memory_order_acquire);
+    if (q != NULL) {
+        *out = q;
+        return KEEL_OK;
+    }
+    keel_status_t st = KEEL_OK;
+    pthread_mutex_lock(&s->lock);
+    q = atomic_load_explicit(&s->hostq, memory_order_relaxed);
+    if (q == NULL) {
+        q = calloc(1, sizeof *q);
+        void *counter = NULL;
+        gpuError_t err = q != NULL ? keel__cuda_use_device(s->dev) : cudaErrorMemoryAllocation;
+        if (err == gpuSuccess)
+            err = gpuHostAlloc(&counter, 64, gpuHostAllocPortable | cudaHostAllocMapped);
+        if (err == gpuSuccess) {
+            /* A wait that is already satisfied: finds out whether this
+             * driver and device take stream memory operations at all. */
+            *(volatile uint32_t *)counter = 0;
+            CUresult res = keel__cu.StreamWaitValue32((CUstream)s->stream, (CUdeviceptr)(uintptr_t)counter, 0,
+                                                      CU_STREAM_WAIT_VALUE_GEQ);
+            if (res != CUDA_SUCCESS) {
+                atomic_store(&s->dev->stream_wait_value, 0);
+                (void)gpuFreeHost(counter);
+                free(q);
+                pthread_mutex_unlock(&s->lock);
+                return KEEL_ERROR_NOT_SUPPORTED; /* not an error: the caller falls back */
+            }
+        }
+        if (err != gpuSuccess) {
+            free(q);
+            q = NULL;
+            st = keel__cuda_error(err, "keel_stream_launch_host_func", "allocating the host-function counter");
+        } else {
+            q->counter = counter;
+            *q->counter = 0;
+            pthread_mutex_init(&q->enqueue_lock, NULL);
+            pthread_mutex_init(&q->m, NULL);
+            pthread_cond_init(&q->cv, NULL);
+            if (pthread_create(&q->thread, NULL, host_worker, q) != 0) {
+                (void)gpuFreeHost(counter);
+                pthread_mutex_destroy(&q->enqueue_lock);
+                pthread_mutex_destroy(&q->m);
+                pthread_cond_destroy(&q->cv);
+                free(q);
+                q = NULL;
+                st = keel__cuda_host->set_error(KEEL_ERROR_BACKEND,
+                                                "keel_stream_launch_host_func: cannot start the stream's host thread");
+            } else {
+                atomic_store_explicit(&s->hostq, q, memory_order_release);
+            }
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (q != NULL)
+        *out = q;
+    return st;
+}
+
+keel_status_t keel__cuda_launch_host_func(keel__cuda_stream_t *s, keel_host_fn_t fn, void *user_data)
+{
+    const char *kfn = "keel_stream_launch_host_func";
+    enum cudaStreamCaptureStatus cs = gpuStreamCaptureStatusNone;
+    gpuError_t err = gpuStreamIsCapturing(s->stream, &cs);
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, kfn, "cudaStreamIsCapturing");
+    struct keel__cuda_hostq *q = NULL;
+    keel_status_t st = KEEL_ERROR_NOT_SUPPORTED;
+    if (cs == gpuStreamCaptureStatusNone && atomic_load_explicit(&s->dev->stream_wait_value, memory_order_relaxed))
+        st = hostq_get(s, &q);
+    if (st == KEEL_ERROR_NOT_SUPPORTED) {
+        err = gpuLaunchHostFunc(s->stream, (gpuHostFn_t)fn, user_data);
+        return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, kfn, "cudaLaunchHostFunc");
+    }
+    if (st != KEEL_OK)
+        return st;
+    struct host_op *op = calloc(1, sizeof *op);
+    if (op == NULL)
+        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: no host memory", kfn);
+    op->fn = fn;
+    op->user_data = user_data;
+    op->q = q;
+    pthread_mutex_lock(&q->enqueue_lock);
+    op->seq = ++q->next_seq;
+    uint32_t seq = op->seq;
+    err = gpuLaunchHostFunc(s->stream, host_signal, op);
+    CUresult res = CUDA_SUCCESS;
+    if (err == gpuSuccess)
+        res = keel__cu.StreamWaitValue32((CUstream)s->stream, (CUdeviceptr)(uintptr_t)q->counter, seq,
+                                         CU_STREAM_WAIT_VALUE_GEQ);
+    else
+        q->next_seq--;
+    pthread_mutex_unlock(&q->enqueue_lock);
+    if (err != gpuSuccess) {
+        free(op);
+        return keel__cuda_error(err, kfn, "cudaLaunchHostFunc");
+    }
+    /* The function still runs; only the ordering of later work is lost. */
+    if (res != CUDA_SUCCESS)
+        return keel__cu_error(res, kfn, "cuStreamWaitValue32");
+    return KEEL_OK;
+}
+
+void keel__cuda_hostq_release(keel__cuda_stream_t *s)
+{
+    struct keel__cuda_hostq *q = atomic_exchange(&s->hostq, NULL);
+    if (q == NULL)
+        return;
+    pthread_mutex_lock(&q->m);
+    q->stop = 1;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->m);
+    pthread_join(q->thread, NULL);
+    (void)gpuFreeHost((void *)q->counter);
+    (void)gpuGetLastError();
+    pthread_mutex_destroy(&q->enqueue_lock);
+    pthread_mutex_destroy(&q->m);
+    pthread_cond_destroy(&q->cv);
+    free(q);
+}
