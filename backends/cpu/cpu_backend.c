@@ -190,6 +190,7 @@ static keel_status_t cpu_probe(const keel_host_api_t *host, void **backend_ctx, 
     b->ndevices = (int)ndev;
     b->mem_cap = cap;
     b->threads = (int)threads;
+    b->ram = cpu_sys_bytes(_SC_PHYS_PAGES);
     int len = snprintf(b->description, sizeof b->description, "CPU backend, %d core%s, %d device%s", b->cores,
                        b->cores == 1 ? "" : "s", b->ndevices, b->ndevices == 1 ? "" : "s");
     if (cap && len > 0 && (size_t)len < sizeof b->description)

@@ -41,6 +41,7 @@ extern KEEL_HIDDEN const keel_host_api_t *keel__cpu_host;
 typedef struct cpu_backend {
     int ndevices;
     size_t mem_cap;   /* per device, 0 = no cap */
+    size_t ram;       /* the machine's physical memory: the most one allocation may ask without a cap */
     int threads;      /* pool size per device (counting the stream worker that joins in) */
     int cores;
     int clock_khz;

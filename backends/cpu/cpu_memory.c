@@ -40,6 +40,11 @@ static keel_status_t cpu_alloc_kind(cpu_device_t *d, keel_memory_kind_t kind, si
         } while (!atomic_compare_exchange_weak_explicit(&d->used, &used, used + bytes, memory_order_relaxed,
                                                         memory_order_relaxed));
     } else {
+        /* More than the machine has can only fail later (or abort under a
+         * sanitizer's allocator), so refuse it as a GPU would. */
+        if (d->backend->ram && bytes > d->backend->ram)
+            return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "%zu bytes exceed the device's memory (%zu bytes, the machine's RAM)",
+                           bytes, d->backend->ram);
         atomic_fetch_add_explicit(&d->used, bytes, memory_order_relaxed);
     }
     void *raw = NULL;
