@@ -1,0 +1,483 @@
+/* test-env: KEEL_BACKEND, KEEL_DEVICE, KEEL_BACKEND_PATH, KEEL_LOG,
+ * KEEL_CPU_DEVICES, KEEL_CPU_MEMORY_LIMIT and KEEL_CPU_THREADS. Keel reads its
+ * environment once per process, so every setting runs in a fresh child
+ * (tests/keel-env-probe, see its comment for the commands and output).
+ * This process never calls Keel. */
+#include <stdlib.h>
+#include "fixture.h"
+
+#define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define CMDS(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define NOENV ((const char *const[]){NULL})
+
+typedef struct {
+    kt_child_result_t r;
+    char what[512];
+} probe_t;
+
+static probe_t run(const char *const *env, const char *const *cmds)
+{
+    probe_t p;
+    p.what[0] = '\0';
+    for (int i = 0; env[i]; i++) {
+        size_t len = strlen(p.what);
+        snprintf(p.what + len, sizeof p.what - len, "%s%s", i ? " " : "", env[i]);
+    }
+    if (p.what[0] == '\0')
+        snprintf(p.what, sizeof p.what, "(no KEEL_ variables)");
+    p.r = kt_run_probe(env, 1, cmds);
+    ck_assert_msg(p.r.status == 0, "probe with %s exited %d; stderr: %s", p.what, p.r.status, p.r.err ? p.r.err : "");
+    return p;
+}
+
+static void done(probe_t *p)
+{
+    kt_child_free(&p->r);
+}
+
+/* The status name a command printed. */
+static char *status_of(probe_t *p, const char *cmd)
+{
+    char *v = kt_line_value(p->r.out, cmd);
+    ck_assert_msg(v != NULL, "[%s] no output for %s; stdout:\n%s", p->what, cmd, p->r.out);
+    char *sp = strchr(v, ' ');
+    if (sp)
+        *sp = '\0';
+    return v;
+}
+
+/* What a command printed after its status. */
+static char *detail_of(probe_t *p, const char *cmd)
+{
+    char *v = kt_line_value(p->r.out, cmd);
+    ck_assert_msg(v != NULL, "[%s] no output for %s; stdout:\n%s", p->what, cmd, p->r.out);
+    char *sp = strchr(v, ' ');
+    char *d = strdup(sp ? sp + 1 : "");
+    free(v);
+    return d;
+}
+
+#define EXPECT_STATUS(p, cmd, want)                                                                         \
+    do {                                                                                                    \
+        char *s_ = status_of(&(p), (cmd));                                                                  \
+        char *d_ = detail_of(&(p), (cmd));                                                                  \
+        ck_assert_msg(strcmp(s_, (want)) == 0, "[%s] %s -> %s %s, expected %s", (p).what, (cmd), s_, d_, (want)); \
+        free(s_);                                                                                           \
+        free(d_);                                                                                           \
+    } while (0)
+
+#define EXPECT_DETAIL_HAS(p, cmd, needle)                                                                \
+    do {                                                                                                 \
+        char *d_ = detail_of(&(p), (cmd));                                                               \
+        ck_assert_msg(strstr(d_, (needle)) != NULL, "[%s] %s said \"%s\", which lacks \"%s\"", (p).what, \
+                      (cmd), d_, (needle));                                                              \
+        free(d_);                                                                                        \
+    } while (0)
+
+/* Whether backend @p name is usable, from the probe's "backends" listing; its reason in @p reason. */
+static int usable_in(probe_t *p, const char *name, char *reason, size_t reason_size)
+{
+    char key[64];
+    snprintf(key, sizeof key, "backend:%s", name);
+    char *v = kt_line_value(p->r.out, key);
+    if (v == NULL) {
+        if (reason)
+            snprintf(reason, reason_size, "(not listed)");
+        return 0;
+    }
+    int usable = strstr(v, "usable=1") != NULL;
+    if (reason) {
+        const char *r = strstr(v, "reason=");
+        snprintf(reason, reason_size, "%s", r ? r + 7 : "");
+    }
+    free(v);
+    return usable;
+}
+
+/* The device the default order cuda,hip,cpu picks, judged from the listing. */
+static const char *expected_default(probe_t *p, const char *const *order, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (usable_in(p, order[i], NULL, 0))
+            return order[i];
+    return NULL;
+}
+
+START_TEST(unset_backend_picks_the_first_usable_of_cuda_hip_cpu)
+{
+    probe_t p = run(NOENV, CMDS("init", "backends", "default", "roundtrip:cpu"));
+    EXPECT_STATUS(p, "init", "OK");
+    static const char *const order[] = {"cuda", "hip", "cpu"};
+    const char *want = expected_default(&p, order, 3);
+    ck_assert_ptr_nonnull(want);
+    char dev[64];
+    snprintf(dev, sizeof dev, "%s:0", want);
+    EXPECT_STATUS(p, "default", "OK");
+    EXPECT_DETAIL_HAS(p, "default", dev);
+    EXPECT_STATUS(p, "roundtrip:cpu", "OK");
+    /* Keel prints nothing unless asked. */
+    ck_assert_msg(p.r.err[0] == '\0', "Keel wrote to stderr without KEEL_LOG: %s", p.r.err);
+    done(&p);
+    /* Empty counts as unset. */
+    p = run(ENV("KEEL_BACKEND=", "KEEL_DEVICE=", "KEEL_LOG="), CMDS("init", "default"));
+    EXPECT_STATUS(p, "init", "OK");
+    EXPECT_DETAIL_HAS(p, "default", dev);
+    done(&p);
+}
+END_TEST
+
+START_TEST(backend_cpu_selects_the_cpu_in_any_case)
+{
+    const char *values[] = {"KEEL_BACKEND=cpu", "KEEL_BACKEND=CPU", "KEEL_BACKEND=^cuda,^hip", "KEEL_BACKEND=cpu,cuda"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        probe_t p = run(ENV(values[i]), CMDS("init", "default", "roundtrip:cpu"));
+        EXPECT_STATUS(p, "init", "OK");
+        EXPECT_STATUS(p, "default", "OK");
+        EXPECT_DETAIL_HAS(p, "default", "cpu:0");
+        EXPECT_STATUS(p, "roundtrip:cpu", "OK");
+        done(&p);
+    }
+}
+END_TEST
+
+START_TEST(backend_list_falls_through_in_order)
+{
+    probe_t list = run(NOENV, CMDS("backends"));
+    const char *want = usable_in(&list, "cuda", NULL, 0) ? "cuda:0" : "cpu:0";
+    const char *want_hip_first = usable_in(&list, "hip", NULL, 0) ? "hip:0" : want;
+    done(&list);
+    probe_t p = run(ENV("KEEL_BACKEND=cuda,cpu"), CMDS("init", "default"));
+    EXPECT_STATUS(p, "init", "OK");
+    EXPECT_DETAIL_HAS(p, "default", want);
+    done(&p);
+    p = run(ENV("KEEL_BACKEND=hip,cuda,cpu"), CMDS("init", "default"));
+    EXPECT_STATUS(p, "init", "OK");
+    EXPECT_DETAIL_HAS(p, "default", want_hip_first);
+    done(&p);
+    /* An unknown name in a list is skipped like an unusable one. */
+    p = run(ENV("KEEL_BACKEND=bogus,cpu"), CMDS("init", "default"));
+    EXPECT_STATUS(p, "init", "OK");
+    EXPECT_DETAIL_HAS(p, "default", "cpu:0");
+    done(&p);
+}
+END_TEST
+
+/* KEEL_BACKEND=cuda (or hip) where it cannot be used: an error with the
+ * reason, never a silent switch to the CPU. */
+START_TEST(single_unusable_backend_is_an_error_with_its_reason)
+{
+    probe_t list = run(NOENV, CMDS("backends"));
+    const char *names[] = {"cuda", "hip"};
+    int tested = 0;
+    for (int i = 0; i < 2; i++) {
+        char reason[512];
+        if (usable_in(&list, names[i], reason, sizeof reason))
+            continue;
+        tested++;
+        char env[64];
+        snprintf(env, sizeof env, "KEEL_BACKEND=%s", names[i]);
+        probe_t p = run(ENV(env), CMDS("init", "default", "count", "backends", "get:cpu:0"));
+        EXPECT_STATUS(p, "init", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+        EXPECT_DETAIL_HAS(p, "init", names[i]);
+        /* The reason keel_backend_get_info gives is in the detail. */
+        char head[40];
+        snprintf(head, sizeof head, "%.39s", reason);
+        EXPECT_DETAIL_HAS(p, "init", head);
+        EXPECT_STATUS(p, "default", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+        EXPECT_STATUS(p, "count", "OK");
+        EXPECT_STATUS(p, "backends", "OK");
+        ck_assert_msg(usable_in(&p, "cpu", NULL, 0), "cpu not listed as usable after the failure");
+        done(&p);
+    }
+    done(&list);
+    if (tested == 0)
+        printf("single_unusable_backend_is_an_error_with_its_reason: cuda and hip are both usable here\n");
+}
+END_TEST
+
+START_TEST(unknown_backend_lists_the_valid_names)
+{
+    probe_t p = run(ENV("KEEL_BACKEND=bogus"), CMDS("init", "default", "count"));
+    EXPECT_STATUS(p, "init", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+    EXPECT_DETAIL_HAS(p, "init", "bogus");
+    EXPECT_DETAIL_HAS(p, "init", "cpu");
+    EXPECT_DETAIL_HAS(p, "init", "cuda");
+    EXPECT_DETAIL_HAS(p, "init", "hip");
+    EXPECT_STATUS(p, "default", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+    EXPECT_STATUS(p, "count", "OK");
+    ck_assert_msg(p.r.err[0] == '\0', "Keel wrote to stderr without KEEL_LOG: %s", p.r.err);
+    done(&p);
+}
+END_TEST
+
+START_TEST(malformed_backend_lists_are_invalid_environment)
+{
+    const char *values[] = {"cpu,,", ",cpu", "cpu,", "^", "cu da", "cpu;true", "../cpu", "cpu,^cpu", "c*"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        char env[64];
+        snprintf(env, sizeof env, "KEEL_BACKEND=%s", values[i]);
+        probe_t p = run(ENV(env), CMDS("init", "default", "count", "backends"));
+        EXPECT_STATUS(p, "init", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_DETAIL_HAS(p, "init", "KEEL_BACKEND");
+        EXPECT_DETAIL_HAS(p, "init", values[i]);
+        EXPECT_STATUS(p, "default", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        /* Listing still works, so tools can report. */
+        EXPECT_STATUS(p, "count", "OK");
+        EXPECT_STATUS(p, "backends", "OK");
+        done(&p);
+    }
+}
+END_TEST
+
+START_TEST(device_index_selects_the_default_device)
+{
+    probe_t p = run(ENV("KEEL_BACKEND=cpu", "KEEL_CPU_DEVICES=3", "KEEL_DEVICE=2"), CMDS("init", "default"));
+    EXPECT_STATUS(p, "init", "OK");
+    EXPECT_DETAIL_HAS(p, "default", "cpu:2");
+    done(&p);
+    p = run(ENV("KEEL_BACKEND=cpu", "KEEL_DEVICE=0"), CMDS("init", "default"));
+    EXPECT_DETAIL_HAS(p, "default", "cpu:0");
+    done(&p);
+}
+END_TEST
+
+START_TEST(device_index_past_the_devices_is_no_device)
+{
+    probe_t p = run(ENV("KEEL_BACKEND=cpu", "KEEL_DEVICE=5"), CMDS("init", "default", "get:cpu:0"));
+    EXPECT_STATUS(p, "default", "KEEL_ERROR_NO_DEVICE");
+    EXPECT_DETAIL_HAS(p, "default", "KEEL_DEVICE");
+    EXPECT_DETAIL_HAS(p, "default", "5");
+    char *st = status_of(&p, "init");
+    ck_assert_msg(strcmp(st, "OK") == 0 || strcmp(st, "KEEL_ERROR_NO_DEVICE") == 0, "init -> %s", st);
+    free(st);
+    /* Explicit selection is not affected. */
+    EXPECT_STATUS(p, "get:cpu:0", "OK");
+    done(&p);
+}
+END_TEST
+
+START_TEST(malformed_device_index_is_invalid_environment)
+{
+    const char *values[] = {"abc", "-1", "+1", "1x", " 1", "0x1", "99999999999999999999999"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        char env[64];
+        snprintf(env, sizeof env, "KEEL_DEVICE=%s", values[i]);
+        probe_t p = run(ENV("KEEL_BACKEND=cpu", env), CMDS("init", "default", "count"));
+        EXPECT_STATUS(p, "init", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_DETAIL_HAS(p, "init", "KEEL_DEVICE");
+        EXPECT_STATUS(p, "default", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_STATUS(p, "count", "OK");
+        done(&p);
+    }
+}
+END_TEST
+
+START_TEST(malformed_log_level_is_invalid_environment)
+{
+    const char *values[] = {"loud", "infos", "5", "info,debug"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        char env[64];
+        snprintf(env, sizeof env, "KEEL_LOG=%s", values[i]);
+        probe_t p = run(ENV(env), CMDS("init", "count"));
+        EXPECT_STATUS(p, "init", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_DETAIL_HAS(p, "init", "KEEL_LOG");
+        EXPECT_DETAIL_HAS(p, "init", values[i]);
+        EXPECT_STATUS(p, "count", "OK");
+        done(&p);
+    }
+}
+END_TEST
+
+START_TEST(log_levels_are_read_from_the_environment)
+{
+    const struct { const char *env; const char *level; } cases[] = {
+        {"KEEL_LOG=none", "0"}, {"KEEL_LOG=error", "1"}, {"KEEL_LOG=warn", "2"}, {"KEEL_LOG=warning", "2"},
+        {"KEEL_LOG=info", "3"}, {"KEEL_LOG=debug", "4"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        probe_t p = run(ENV(cases[i].env, "KEEL_BACKEND=cpu"), CMDS("init", "loglevel"));
+        EXPECT_STATUS(p, "init", "OK");
+        char *lv = detail_of(&p, "loglevel");
+        ck_assert_msg(strcmp(lv, cases[i].level) == 0, "%s gives level %s, expected %s", cases[i].env, lv,
+                      cases[i].level);
+        free(lv);
+        done(&p);
+    }
+}
+END_TEST
+
+/* KEEL_LOG=info says why each GPU backend was skipped, on stderr. */
+START_TEST(log_info_explains_skipped_backends_on_stderr)
+{
+    probe_t list = run(NOENV, CMDS("backends"));
+    probe_t p = run(ENV("KEEL_LOG=info"), CMDS("init", "default"));
+    EXPECT_STATUS(p, "init", "OK");
+    ck_assert_msg(p.r.err[0] != '\0', "KEEL_LOG=info printed nothing");
+    const char *names[] = {"cuda", "hip"};
+    for (int i = 0; i < 2; i++) {
+        char reason[512];
+        if (usable_in(&list, names[i], reason, sizeof reason))
+            continue;
+        ck_assert_msg(strstr(p.r.err, names[i]) != NULL, "KEEL_LOG=info does not mention %s:\n%s", names[i], p.r.err);
+        char head[40];
+        snprintf(head, sizeof head, "%.39s", reason);
+        ck_assert_msg(strstr(p.r.err, head) != NULL, "KEEL_LOG=info does not give %s's reason \"%s\":\n%s", names[i],
+                      reason, p.r.err);
+    }
+    /* Nothing on stdout but the probe's own lines. */
+    ck_assert_msg(strstr(p.r.out, "cuda") == NULL || strstr(p.r.out, "default OK cuda") != NULL,
+                  "log lines went to stdout:\n%s", p.r.out);
+    done(&p);
+    done(&list);
+    /* KEEL_LOG=error: a normal start prints nothing. */
+    p = run(ENV("KEEL_LOG=error", "KEEL_BACKEND=cpu"), CMDS("init", "default", "roundtrip:cpu"));
+    ck_assert_msg(p.r.err[0] == '\0', "KEEL_LOG=error printed on a normal start: %s", p.r.err);
+    done(&p);
+}
+END_TEST
+
+START_TEST(log_callback_receives_the_lines_instead_of_stderr)
+{
+    probe_t p = run(ENV("KEEL_LOG=info"), CMDS("logcb", "init", "default"));
+    EXPECT_STATUS(p, "init", "OK");
+    ck_assert_msg(strstr(p.r.out, "\ncb 3 ") != NULL || strncmp(p.r.out, "cb 3 ", 5) == 0,
+                  "the callback got no info line:\n%s", p.r.out);
+    ck_assert_msg(p.r.err[0] == '\0', "with a callback, Keel still wrote to stderr: %s", p.r.err);
+    done(&p);
+}
+END_TEST
+
+START_TEST(cpu_devices_sets_the_device_count)
+{
+    probe_t p = run(ENV("KEEL_BACKEND=cpu", "KEEL_CPU_DEVICES=3"),
+                    CMDS("init", "get:cpu:0", "get:cpu:2", "get:cpu:3", "backends"));
+    EXPECT_STATUS(p, "init", "OK");
+    EXPECT_STATUS(p, "get:cpu:2", "OK");
+    EXPECT_DETAIL_HAS(p, "get:cpu:2", "cpu:2");
+    EXPECT_STATUS(p, "get:cpu:3", "KEEL_ERROR_NO_DEVICE");
+    char *v = kt_line_value(p.r.out, "backend:cpu");
+    ck_assert_msg(v && strstr(v, "devices=3"), "cpu backend: %s", v ? v : "(missing)");
+    free(v);
+    done(&p);
+    p = run(ENV("KEEL_BACKEND=cpu", "KEEL_CPU_DEVICES=64"), CMDS("init", "get:cpu:63"));
+    EXPECT_STATUS(p, "get:cpu:63", "OK");
+    done(&p);
+}
+END_TEST
+
+START_TEST(malformed_cpu_variables_are_invalid_environment)
+{
+    const char *values[] = {"KEEL_CPU_DEVICES=0", "KEEL_CPU_DEVICES=65", "KEEL_CPU_DEVICES=abc",
+                            "KEEL_CPU_DEVICES=-1", "KEEL_CPU_MEMORY_LIMIT=0", "KEEL_CPU_MEMORY_LIMIT=-5",
+                            "KEEL_CPU_MEMORY_LIMIT=12X", "KEEL_CPU_MEMORY_LIMIT=abc", "KEEL_CPU_MEMORY_LIMIT=1MB",
+                            "KEEL_CPU_MEMORY_LIMIT=99999999999999999999", "KEEL_CPU_MEMORY_LIMIT=99999999999G",
+                            "KEEL_CPU_THREADS=0", "KEEL_CPU_THREADS=abc", "KEEL_CPU_THREADS=1025"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(strchr(values[i], '=') - values[i]), values[i]);
+        /* Checked whichever backend is selected: also with the CPU excluded. */
+        const char *backends[] = {"KEEL_BACKEND=cpu", "KEEL_BACKEND=^cpu"};
+        for (int b = 0; b < 2; b++) {
+            probe_t p = run(ENV(backends[b], values[i]), CMDS("init", "count"));
+            EXPECT_STATUS(p, "init", "KEEL_ERROR_INVALID_ENVIRONMENT");
+            EXPECT_DETAIL_HAS(p, "init", name);
+            EXPECT_STATUS(p, "count", "OK");
+            done(&p);
+        }
+    }
+}
+END_TEST
+
+START_TEST(cpu_memory_limit_caps_each_device_and_is_recoverable)
+{
+    probe_t p = run(ENV("KEEL_BACKEND=cpu", "KEEL_CPU_DEVICES=2", "KEEL_CPU_MEMORY_LIMIT=64M"),
+                    CMDS("init", "props:cpu:0", "meminfo:cpu:0", "alloc:cpu:0:50000000", "alloc:cpu:0:20000000",
+                         "alloc:cpu:0:10000000", "meminfo:cpu:0", "alloc:cpu:1:60000000"));
+    EXPECT_STATUS(p, "init", "OK");
+    EXPECT_DETAIL_HAS(p, "props:cpu:0", "total=67108864");
+    EXPECT_DETAIL_HAS(p, "meminfo:cpu:0", "total=67108864");
+    EXPECT_STATUS(p, "alloc:cpu:0:50000000", "OK");
+    EXPECT_STATUS(p, "alloc:cpu:0:20000000", "KEEL_ERROR_OUT_OF_MEMORY");
+    EXPECT_DETAIL_HAS(p, "alloc:cpu:0:20000000", "20000000");
+    EXPECT_STATUS(p, "alloc:cpu:0:10000000", "OK");
+    /* Each device has its own cap. */
+    EXPECT_STATUS(p, "alloc:cpu:1:60000000", "OK");
+    /* The second meminfo line: 60e6 bytes of 64 MiB in use. */
+    const char *second = strstr(p.r.out, "meminfo:cpu:0");
+    second = second ? strstr(second + 1, "meminfo:cpu:0") : NULL;
+    ck_assert_ptr_nonnull(second);
+    size_t f = 0, t = 0;
+    ck_assert_int_eq(sscanf(second, "meminfo:cpu:0 OK free=%zu total=%zu", &f, &t), 2);
+    ck_assert_msg(t == 67108864 && f <= t - 60000000, "after 60e6 bytes: free %zu of %zu", f, t);
+    done(&p);
+    const struct { const char *env; const char *total; } forms[] = {
+        {"KEEL_CPU_MEMORY_LIMIT=1048576", "total=1048576"}, {"KEEL_CPU_MEMORY_LIMIT=2k", "total=2048"},
+        {"KEEL_CPU_MEMORY_LIMIT=1G", "total=1073741824"}, {"KEEL_CPU_MEMORY_LIMIT=3m", "total=3145728"}};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        p = run(ENV("KEEL_BACKEND=cpu", forms[i].env), CMDS("init", "meminfo:cpu:0"));
+        EXPECT_STATUS(p, "init", "OK");
+        EXPECT_DETAIL_HAS(p, "meminfo:cpu:0", forms[i].total);
+        done(&p);
+    }
+}
+END_TEST
+
+START_TEST(cpu_threads_one_still_works)
+{
+    probe_t p = run(ENV("KEEL_BACKEND=cpu", "KEEL_CPU_THREADS=1"), CMDS("init", "roundtrip:cpu"));
+    EXPECT_STATUS(p, "init", "OK");
+    EXPECT_STATUS(p, "roundtrip:cpu", "OK");
+    done(&p);
+}
+END_TEST
+
+START_TEST(backend_path_with_a_missing_directory_is_invalid_environment)
+{
+    probe_t p = run(ENV("KEEL_BACKEND_PATH=/nonexistent/keel-plugins"), CMDS("init", "count"));
+    EXPECT_STATUS(p, "init", "KEEL_ERROR_INVALID_ENVIRONMENT");
+    EXPECT_DETAIL_HAS(p, "init", "KEEL_BACKEND_PATH");
+    EXPECT_DETAIL_HAS(p, "init", "/nonexistent/keel-plugins");
+    EXPECT_STATUS(p, "count", "OK");
+    done(&p);
+    /* Existing directories without plugins are fine. */
+    p = run(ENV("KEEL_BACKEND_PATH=/tmp:/", "KEEL_BACKEND=cpu"), CMDS("init", "default"));
+    EXPECT_STATUS(p, "init", "OK");
+    done(&p);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("env");
+    TCase *tc = kt_tcase_create("backend", 120);
+    tcase_add_test(tc, unset_backend_picks_the_first_usable_of_cuda_hip_cpu);
+    tcase_add_test(tc, backend_cpu_selects_the_cpu_in_any_case);
+    tcase_add_test(tc, backend_list_falls_through_in_order);
+    tcase_add_test(tc, single_unusable_backend_is_an_error_with_its_reason);
+    tcase_add_test(tc, unknown_backend_lists_the_valid_names);
+    tcase_add_test(tc, malformed_backend_lists_are_invalid_environment);
+    tcase_add_test(tc, backend_path_with_a_missing_directory_is_invalid_environment);
+    suite_add_tcase(s, tc);
+    TCase *td = kt_tcase_create("device", 120);
+    tcase_add_test(td, device_index_selects_the_default_device);
+    tcase_add_test(td, device_index_past_the_devices_is_no_device);
+    tcase_add_test(td, malformed_device_index_is_invalid_environment);
+    suite_add_tcase(s, td);
+    TCase *tl = kt_tcase_create("log", 120);
+    tcase_add_test(tl, malformed_log_level_is_invalid_environment);
+    tcase_add_test(tl, log_levels_are_read_from_the_environment);
+    tcase_add_test(tl, log_info_explains_skipped_backends_on_stderr);
+    tcase_add_test(tl, log_callback_receives_the_lines_instead_of_stderr);
+    suite_add_tcase(s, tl);
+    TCase *tcpu = kt_tcase_create("cpu", 120);
+    tcase_add_test(tcpu, cpu_devices_sets_the_device_count);
+    tcase_add_test(tcpu, malformed_cpu_variables_are_invalid_environment);
+    tcase_add_test(tcpu, cpu_memory_limit_caps_each_device_and_is_recoverable);
+    tcase_add_test(tcpu, cpu_threads_one_still_works);
+    suite_add_tcase(s, tcpu);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    return kt_main(argc, argv, suite(), 0, 0);
+}
