@@ -122,6 +122,21 @@ static void cast_body(void *arg, size_t b, size_t e)
         }
         return;
     }
+    if (a->sdt == KEEL_F32 && a->ddt == KEEL_F64) {
+        const float *sf = (const float *)src;
+        double *d = (double *)dst;
+        for (size_t i = 0; i < n; i++)
+            d[i] = sf[i];
+        return;
+    }
+    if (a->sdt == KEEL_F32) { /* to f16 or bf16 */
+        keel__store_f32(a->ddt, dst, n, (const float *)src);
+        return;
+    }
+    if (a->ddt == KEEL_F32) { /* from f16 or bf16 */
+        keel__load_f32(a->sdt, src, n, (float *)dst);
+        return;
+    }
     /* The source widens to f32 exactly; one rounding happens on the store. */
     float t[TILE];
     for (size_t off = 0; off < n; off += TILE) {
@@ -342,40 +357,35 @@ static keel_status_t cpu_unary(void *s, keel_unary_op_t op, keel_dtype_t dt, siz
 /* ======================================================================== */
 
 /* y[i] = op(alpha a[i], beta b[i * bs]); bs is 1, or 0 for a scalar b. NaN
- * wins in max and min (x != x tests), as NumPy's maximum. */
+ * wins in max and min (x != x tests), as NumPy's maximum. Each loop comes in
+ * a vector-b and a scalar-b form so both vectorize. */
+#define BIN_LOOPS(T, EXPR)                                                                         \
+    do {                                                                                           \
+        if (bs) {                                                                                  \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                T u = alpha * a[i], v = beta * b[i];                                               \
+                y[i] = (EXPR);                                                                     \
+            }                                                                                      \
+        } else {                                                                                   \
+            const T v = beta * b[0];                                                               \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                T u = alpha * a[i];                                                                \
+                y[i] = (EXPR);                                                                     \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
 #define DEFINE_BINARY(T)                                                                            \
     static void binary_##T(keel_binary_op_t op, size_t n, T alpha, const T *a, T beta, const T *b,  \
                            size_t bs, T *y)                                                         \
     {                                                                                               \
         switch (op) {                                                                               \
-        case KEEL_BINARY_ADD:                                                                       \
-            for (size_t i = 0; i < n; i++)                                                          \
-                y[i] = alpha * a[i] + beta * b[i * bs];                                             \
-            break;                                                                                  \
-        case KEEL_BINARY_SUB:                                                                       \
-            for (size_t i = 0; i < n; i++)                                                          \
-                y[i] = alpha * a[i] - beta * b[i * bs];                                             \
-            break;                                                                                  \
-        case KEEL_BINARY_MUL:                                                                       \
-            for (size_t i = 0; i < n; i++)                                                          \
-                y[i] = (alpha * a[i]) * (beta * b[i * bs]);                                         \
-            break;                                                                                  \
-        case KEEL_BINARY_DIV:                                                                       \
-            for (size_t i = 0; i < n; i++)                                                          \
-                y[i] = (alpha * a[i]) / (beta * b[i * bs]);                                         \
-            break;                                                                                  \
-        case KEEL_BINARY_MAX:                                                                       \
-            for (size_t i = 0; i < n; i++) {                                                        \
-                T u = alpha * a[i], v = beta * b[i * bs];                                           \
-                y[i] = u != u ? u : v != v ? v : u > v ? u : v;                                     \
-            }                                                                                       \
-            break;                                                                                  \
-        case KEEL_BINARY_MIN:                                                                       \
-            for (size_t i = 0; i < n; i++) {                                                        \
-                T u = alpha * a[i], v = beta * b[i * bs];                                           \
-                y[i] = u != u ? u : v != v ? v : u < v ? u : v;                                     \
-            }                                                                                       \
-            break;                                                                                  \
+        case KEEL_BINARY_ADD: BIN_LOOPS(T, u + v); break;                                           \
+        case KEEL_BINARY_SUB: BIN_LOOPS(T, u - v); break;                                           \
+        case KEEL_BINARY_MUL: BIN_LOOPS(T, u * v); break;                                           \
+        case KEEL_BINARY_DIV: BIN_LOOPS(T, u / v); break;                                           \
+        case KEEL_BINARY_MAX: BIN_LOOPS(T, u != u ? u : v != v ? v : u > v ? u : v); break;         \
+        case KEEL_BINARY_MIN: BIN_LOOPS(T, u != u ? u : v != v ? v : u < v ? u : v); break;         \
         }                                                                                           \
     }
 DEFINE_BINARY(float)
@@ -461,48 +471,70 @@ typedef struct {
     size_t n;
 } racc_t;
 
+/* Eight independent accumulators, as scalars so that they stay in
+ * registers: the compiler packs them into vectors without reassociating
+ * anything, and the adds do not wait on one another. */
+#define RL8(S) S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7)
 #define DEFINE_RSEG(T)                                                                    \
     static void rseg_##T(keel_reduce_op_t op, const T *x, size_t n, racc_t *acc)          \
     {                                                                                     \
+        size_t i = 0;                                                                     \
         switch (op) {                                                                     \
         case KEEL_REDUCE_SUM:                                                             \
         case KEEL_REDUCE_MEAN: {                                                          \
-            double s = 0;                                                                 \
-            for (size_t i = 0; i < n; i++)                                                \
+            double l0 = 0, l1 = 0, l2 = 0, l3 = 0, l4 = 0, l5 = 0, l6 = 0, l7 = 0;        \
+            for (; i + 8 <= n; i += 8) {                                                  \
+                RL8(RSUM)                                                                 \
+            }                                                                             \
+            double s = ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7));                 \
+            for (; i < n; i++)                                                            \
                 s += x[i];                                                                \
             acc->s += s;                                                                  \
             break;                                                                        \
         }                                                                                 \
         case KEEL_REDUCE_NORM2: {                                                         \
-            double s = 0;                                                                 \
-            for (size_t i = 0; i < n; i++)                                                \
+            double l0 = 0, l1 = 0, l2 = 0, l3 = 0, l4 = 0, l5 = 0, l6 = 0, l7 = 0;        \
+            for (; i + 8 <= n; i += 8) {                                                  \
+                RL8(RSQ)                                                                  \
+            }                                                                             \
+            double s = ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7));                 \
+            for (; i < n; i++)                                                            \
                 s += (double)x[i] * x[i];                                                 \
             acc->s += s;                                                                  \
             break;                                                                        \
         }                                                                                 \
-        case KEEL_REDUCE_MAX: {                                                           \
-            T m = acc->n ? (T)acc->s : x[0];                                              \
-            int nan = m != m;                                                             \
-            for (size_t i = 0; i < n; i++) {                                              \
-                m = x[i] > m ? x[i] : m;                                                  \
-                nan |= x[i] != x[i];                                                      \
-            }                                                                             \
-            acc->s = nan ? NAN : m;                                                       \
-            break;                                                                        \
-        }                                                                                 \
+        case KEEL_REDUCE_MAX:                                                             \
         case KEEL_REDUCE_MIN: {                                                           \
+            int mx = op == KEEL_REDUCE_MAX;                                               \
             T m = acc->n ? (T)acc->s : x[0];                                              \
-            int nan = m != m;                                                             \
-            for (size_t i = 0; i < n; i++) {                                              \
-                m = x[i] < m ? x[i] : m;                                                  \
-                nan |= x[i] != x[i];                                                      \
+            T l0 = m, l1 = m, l2 = m, l3 = m, l4 = m, l5 = m, l6 = m, l7 = m;             \
+            int n0 = 0, n1 = 0, n2 = 0, n3 = 0, n4 = 0, n5 = 0, n6 = 0, n7 = 0;           \
+            if (mx)                                                                       \
+                for (; i + 8 <= n; i += 8) {                                              \
+                    RL8(RMAX)                                                             \
+                }                                                                         \
+            else                                                                          \
+                for (; i + 8 <= n; i += 8) {                                              \
+                    RL8(RMIN)                                                             \
+                }                                                                         \
+            int anynan = (m != m) | n0 | n1 | n2 | n3 | n4 | n5 | n6 | n7;                \
+            T ls[8] = {l0, l1, l2, l3, l4, l5, l6, l7};                                   \
+            for (int k = 0; k < 8; k++)                                                   \
+                m = mx ? (ls[k] > m ? ls[k] : m) : (ls[k] < m ? ls[k] : m);               \
+            for (; i < n; i++) {                                                          \
+                m = mx ? (x[i] > m ? x[i] : m) : (x[i] < m ? x[i] : m);                   \
+                anynan |= x[i] != x[i];                                                   \
             }                                                                             \
-            acc->s = nan ? NAN : m;                                                       \
+            acc->s = anynan ? NAN : m;                                                    \
             break;                                                                        \
         }                                                                                 \
         }                                                                                 \
         acc->n += n;                                                                      \
     }
+#define RSUM(k) l##k += x[i + k];
+#define RSQ(k) l##k += (double)x[i + k] * x[i + k];
+#define RMAX(k) l##k = x[i + k] > l##k ? x[i + k] : l##k; n##k |= x[i + k] != x[i + k];
+#define RMIN(k) l##k = x[i + k] < l##k ? x[i + k] : l##k; n##k |= x[i + k] != x[i + k];
 DEFINE_RSEG(float)
 DEFINE_RSEG(double)
 
