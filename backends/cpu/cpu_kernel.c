@@ -145,6 +145,18 @@ static keel_status_t cpu_kernel_launch(void *kernel_ctx, keel_dim3_t grid, keel_
     cpu_kernel_t *k = kernel_ctx;
     cpu_stream_t *s = stream_ctx;
     unsigned nargs = k->desc.num_args;
+    /* The core may check these too; a few compares keep the backend honest
+     * about the limits its properties announce. */
+    if (block.x > 1024 || block.y > 1024 || block.z > 64 || (uint64_t)block.x * block.y * block.z > 1024)
+        return CPU_ERR(KEEL_ERROR_INVALID_ARGUMENT,
+                       "keel_launch_kernel: kernel '%s': a block of %u x %u x %u threads is past the device's limits "
+                       "(at most 1024 threads, 1024 x 1024 x 64)",
+                       k->name, block.x, block.y, block.z);
+    if (grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535)
+        return CPU_ERR(KEEL_ERROR_INVALID_ARGUMENT,
+                       "keel_launch_kernel: kernel '%s': a grid of %u x %u x %u blocks is past the device's limits "
+                       "(2147483647 x 65535 x 65535)",
+                       k->name, grid.x, grid.y, grid.z);
     size_t limit = atomic_load_explicit(&k->max_dyn_shared, memory_order_relaxed);
     if (shared_bytes > limit)
         return CPU_ERR(KEEL_ERROR_INVALID_ARGUMENT,
