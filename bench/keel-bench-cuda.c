@@ -6,7 +6,11 @@
  * allocation) are per call on the host clock; copies are bandwidths over a
  * host clock that includes the synchronization.
  *
- * Usage: keel-bench-cuda [--quick]     (exit 77 when no CUDA device is usable) */
+ * Usage: keel-bench-cuda [--quick] [--pageable]
+ *   --quick     fewer repetitions
+ *   --pageable  only the pageable copies (to tune KEEL_CUDA_COPY_THREADS and
+ *               KEEL_CUDA_STAGING_CHUNK_KB)
+ * Exit 77 when no CUDA device is usable, 1 when a target is missed. */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -329,9 +333,13 @@ static void check_pageable(size_t bytes)
 
 int main(int argc, char **argv)
 {
-    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
-    if (quick)
-        reps = 5;
+    int pageable_only = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0)
+            reps = 5;
+        else if (strcmp(argv[i], "--pageable") == 0)
+            pageable_only = 1;
+    }
     keel_status_t st = keel_device_get("cuda", 0, &dev);
     if (st != KEEL_OK) {
         printf("SKIP: no usable CUDA device: %s\n", keel_last_error());
@@ -380,6 +388,8 @@ int main(int argc, char **argv)
 
     printf("\n%-34s %10s %10s %-5s %7s  %-8s\n", "op", "raw", "keel", "unit", "keel/raw", "target");
     double r, k;
+    if (pageable_only)
+        goto copies;
     compare(launch_cost, (void *)0L, &r, &k);
     row("launch host cost, 0 args", "us", r, k, 0, 1.05);
     compare(launch_cost, (void *)8L, &r, &k);
@@ -394,7 +404,7 @@ int main(int argc, char **argv)
     compare(graph_replay, NULL, &r, &k);
     row("graph replay, per kernel (100)", "us", r, k, 0, 1.05);
 
-    /* Copies. */
+copies:;
     size_t pin_bytes = 256u << 20, d2d_bytes = 1024u << 20;
     void *kh, *kd, *kd2, *rh, *rd, *rd2;
     CK(keel_malloc_host(dev, pin_bytes, &kh));
@@ -410,6 +420,8 @@ int main(int argc, char **argv)
     CR(cudaMemset(rd, 1, d2d_bytes));
     CR(cudaMemset(rd2, 2, d2d_bytes));
 
+    if (pageable_only)
+        goto pageable;
     struct copy_case h2d = {kd, kh, rd, rh, pin_bytes, 0, (double)pin_bytes};
     compare(copy_bw, &h2d, &r, &k);
     row("pinned H2D 256 MiB (async)", "GB/s", r, k, 1, 0.98);
@@ -420,6 +432,7 @@ int main(int argc, char **argv)
     compare(copy_bw, &d2d, &r, &k);
     row("D2D 1 GiB (async, read+write)", "GB/s", r, k, 1, 0.98);
 
+pageable:;
     /* Pageable: the targets compare Keel's staged copy with the runtime's own. */
     size_t page_sizes[] = {64u << 20, 256u << 20};
     for (int i = 0; i < 2; i++) {
@@ -440,11 +453,14 @@ int main(int argc, char **argv)
         free(hp2);
     }
 
+    if (pageable_only)
+        goto checks;
     compare(alloc_free, (void *)(size_t)(1u << 20), &r, &k);
     row("malloc_async+free_async 1 MiB", "us", r, k, 0, 1.10);
     compare(alloc_free, (void *)(size_t)(64u << 20), &r, &k);
     row("malloc_async+free_async 64 MiB", "us", r, k, 0, 1.10);
 
+checks:
     printf("\n");
     check_pageable(64u << 20);
     check_pageable((64u << 20) + 12345);
@@ -455,8 +471,10 @@ int main(int argc, char **argv)
     CR(cudaFreeHost(rh));
     CR(cudaFree(rd));
     CR(cudaFree(rd2));
-    CK(keel_graph_exec_destroy(kexec));
-    CR(cudaGraphExecDestroy(rexec));
+    if (!pageable_only) {
+        CK(keel_graph_exec_destroy(kexec));
+        CR(cudaGraphExecDestroy(rexec));
+    }
     CK(keel_module_unload(kmod));
     CK(keel_module_unload(kmod_f));
     CK(keel_stream_destroy(ks));

@@ -148,6 +148,19 @@ run_bench() {
         note "bench $b: rc=$?"
         cat "$out"
     done
+    # The staging pipeline's knobs: host threads and chunk size.
+    b=$BUILD/bench/keel-bench-cuda
+    [ -e "$b" ] || return
+    sweep=$OUTDIR/pageable-sweep.txt
+    : >"$sweep"
+    for cfg in ${PAGEABLE_SWEEP:-4:4096 8:4096 12:4096 8:2048 8:8192 16:4096}; do
+        budget=$(left "$BENCH_BUDGET" "$phase")
+        [ "$budget" -gt 0 ] || break
+        echo "KEEL_CUDA_COPY_THREADS=${cfg%%:*} KEEL_CUDA_STAGING_CHUNK_KB=${cfg#*:}" >>"$sweep"
+        KEEL_BACKEND=cuda KEEL_CUDA_COPY_THREADS=${cfg%%:*} KEEL_CUDA_STAGING_CHUNK_KB=${cfg#*:} \
+            timeout "$budget" "$(real_binary "$b")" --quick --pageable 2>&1 | grep -E "^pageable|check" >>"$sweep"
+    done
+    cat "$sweep"
 }
 
 run_sanitize() {

@@ -6,15 +6,17 @@
  * per device: while the copy engine moves chunk i, host threads fill (or
  * drain) chunk i+1. The host side of each chunk is itself split across a
  * small pool of threads, since one core cannot keep up with the link. */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "cuda_internal.h"
 #include "cuda_shared.h"
 
 enum {
     STAGING_SLOTS = 4,
-    STAGING_CHUNK = 4 << 20,          /* bytes per slot */
+    STAGING_CHUNK_DEFAULT = 4 << 20,  /* bytes per slot; KEEL_CUDA_STAGING_CHUNK_KB overrides */
     STAGING_MIN_COPY = 2 << 20,       /* below this the driver's own path is as good */
     COPY_MAX_THREADS = 16,
     COPY_MIN_SLICE = 256 << 10        /* below this a slice is not worth a thread */
@@ -22,29 +24,37 @@ enum {
 
 struct keel__cuda_staging {
     pthread_mutex_t lock;             /* one staged copy at a time on a device */
+    size_t chunk;
     void *buf[STAGING_SLOTS];
     gpuEvent_t done[STAGING_SLOTS];   /* the last copy engine use of buf[i] */
     int used[STAGING_SLOTS];
 };
 
-/* ---- a pool of host threads for large memcpys ---- */
+/* ---- a pool of host threads for large memcpys ----
+ *
+ * A staged copy posts one job per chunk, every hundred microseconds or so.
+ * Waking sleeping threads costs tens of microseconds in a virtual machine,
+ * so helpers spin for a while after a job before they sleep, and the caller
+ * spins for the helpers to finish (it would be copying anyway). */
+
+enum { SPIN_NS = 500000 };
 
 static struct {
     pthread_once_t once;
     pthread_mutex_t job_lock;         /* one job at a time */
-    pthread_mutex_t m;
-    pthread_cond_t go, done;
-    int helpers;                      /* threads besides the caller */
-    unsigned long gen;
+    pthread_mutex_t m;                /* for sleeping helpers */
+    pthread_cond_t go;
+    atomic_int sleepers;
+    int helpers;                      /* threads besides the caller; fixed once started */
+    atomic_ulong gen;                 /* bumped for each job; the job fields are set before */
     char *dst;
     const char *src;
     size_t bytes;
-    int pending;
+    atomic_int pending;
 } pool = {.once = PTHREAD_ONCE_INIT,
           .job_lock = PTHREAD_MUTEX_INITIALIZER,
           .m = PTHREAD_MUTEX_INITIALIZER,
-          .go = PTHREAD_COND_INITIALIZER,
-          .done = PTHREAD_COND_INITIALIZER};
+          .go = PTHREAD_COND_INITIALIZER};
 
 static void slice_of(size_t bytes, int parts, int k, size_t *off, size_t *len)
 {
@@ -58,58 +68,101 @@ static void slice_of(size_t bytes, int parts, int k, size_t *off, size_t *len)
     *len = b - a;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static unsigned long wait_for_job(unsigned long seen)
+{
+    uint64_t until = now_ns() + SPIN_NS;
+    unsigned spins = 0;
+    for (;;) {
+        unsigned long g = atomic_load_explicit(&pool.gen, memory_order_acquire);
+        if (g != seen)
+            return g;
+        cpu_relax();
+        /* Yielding now and then keeps an oversubscribed machine moving. */
+        if (++spins % 256 == 0) {
+            if (now_ns() > until)
+                break;
+            sched_yield();
+        }
+    }
+    pthread_mutex_lock(&pool.m);
+    atomic_fetch_add(&pool.sleepers, 1);
+    unsigned long g;
+    while ((g = atomic_load(&pool.gen)) == seen)
+        pthread_cond_wait(&pool.go, &pool.m);
+    atomic_fetch_sub(&pool.sleepers, 1);
+    pthread_mutex_unlock(&pool.m);
+    return g;
+}
+
 static void *copy_worker(void *arg)
 {
     int me = (int)(intptr_t)arg;      /* 1..helpers; the caller is part 0 */
     unsigned long seen = 0;
-    pthread_mutex_lock(&pool.m);
     for (;;) {
-        while (pool.gen == seen)
-            pthread_cond_wait(&pool.go, &pool.m);
-        seen = pool.gen;
-        char *dst = pool.dst;
-        const char *src = pool.src;
-        size_t bytes = pool.bytes, off, len;
-        pthread_mutex_unlock(&pool.m);
-        slice_of(bytes, pool.helpers + 1, me, &off, &len);
+        seen = wait_for_job(seen);
+        size_t off, len;
+        slice_of(pool.bytes, pool.helpers + 1, me, &off, &len);
         if (len)
-            memcpy(dst + off, src + off, len);
-        pthread_mutex_lock(&pool.m);
-        if (--pool.pending == 0)
-            pthread_cond_signal(&pool.done);
+            memcpy(pool.dst + off, pool.src + off, len);
+        atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_release);
     }
     return NULL;
+}
+
+static size_t env_size(const char *name, size_t dflt, size_t lo, size_t hi)
+{
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0')
+        return dflt;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*end != '\0' || x < lo || x > hi)
+        return dflt;
+    return (size_t)x;
 }
 
 static void pool_start(void)
 {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int want = ncpu > 1 ? (int)(ncpu / 2) : 1;
-    const char *env = getenv("KEEL_CUDA_COPY_THREADS");
-    if (env != NULL && atoi(env) > 0)
-        want = atoi(env);
-    if (want > COPY_MAX_THREADS)
-        want = COPY_MAX_THREADS;
-    if (want > 8 && env == NULL)
+    /* Half the cores, at most 8: enough to outrun the link on the hosts
+     * measured, without taking the machine. KEEL_CUDA_COPY_THREADS overrides. */
+    size_t want = ncpu > 1 ? (size_t)ncpu / 2 : 1;
+    if (want > 8)
         want = 8;
+    want = env_size("KEEL_CUDA_COPY_THREADS", want, 1, COPY_MAX_THREADS);
     int started = 0;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    for (int i = 1; i < want; i++) {
+    pool.helpers = (int)want - 1; /* read by the helpers: set before they start */
+    for (int i = 1; i < (int)want; i++) {
         pthread_t t;
         if (pthread_create(&t, &attr, copy_worker, (void *)(intptr_t)i) != 0)
             break;
         started++;
     }
     pthread_attr_destroy(&attr);
-    pthread_mutex_lock(&pool.m);
-    pool.helpers = started;
-    pthread_mutex_unlock(&pool.m);
+    if (started < pool.helpers) {
+        /* Fewer helpers than parts: the parts of the missing ones would never
+         * be copied, so fall back to copying alone. The started ones idle. */
+        pool.helpers = 0;
+    }
 }
 
-/* A workers' index depends on helpers being final before the first job,
- * which holds since pool_start publishes it before any job is posted. */
 static void parallel_memcpy(void *dst, const void *src, size_t bytes)
 {
     pthread_once(&pool.once, pool_start);
@@ -119,21 +172,24 @@ static void parallel_memcpy(void *dst, const void *src, size_t bytes)
         return;
     }
     pthread_mutex_lock(&pool.job_lock);
-    pthread_mutex_lock(&pool.m);
     pool.dst = dst;
     pool.src = src;
     pool.bytes = bytes;
-    pool.pending = helpers;
-    pool.gen++;
-    pthread_cond_broadcast(&pool.go);
-    pthread_mutex_unlock(&pool.m);
+    atomic_store_explicit(&pool.pending, helpers, memory_order_relaxed);
+    atomic_fetch_add(&pool.gen, 1); /* seq_cst: pairs with the sleepers count */
+    if (atomic_load(&pool.sleepers) > 0) {
+        pthread_mutex_lock(&pool.m);
+        pthread_cond_broadcast(&pool.go);
+        pthread_mutex_unlock(&pool.m);
+    }
     size_t off, len;
     slice_of(bytes, helpers + 1, 0, &off, &len);
     memcpy(dst, src, len);
-    pthread_mutex_lock(&pool.m);
-    while (pool.pending > 0)
-        pthread_cond_wait(&pool.done, &pool.m);
-    pthread_mutex_unlock(&pool.m);
+    for (unsigned spins = 1; atomic_load_explicit(&pool.pending, memory_order_acquire) > 0; spins++) {
+        cpu_relax();
+        if (spins % 256 == 0)
+            sched_yield();
+    }
     pthread_mutex_unlock(&pool.job_lock);
 }
 
@@ -153,8 +209,10 @@ static keel_status_t staging_get(keel__cuda_device_t *dev, const char *fn, struc
         st = calloc(1, sizeof *st);
         cudaError_t err = st != NULL ? keel__cuda_use_device(dev) : cudaErrorMemoryAllocation;
         int i = 0;
+        if (st != NULL)
+            st->chunk = env_size("KEEL_CUDA_STAGING_CHUNK_KB", STAGING_CHUNK_DEFAULT >> 10, 256, 256 << 10) << 10;
         for (; err == gpuSuccess && i < STAGING_SLOTS; i++) {
-            err = gpuHostAlloc(&st->buf[i], STAGING_CHUNK, gpuHostAllocPortable);
+            err = gpuHostAlloc(&st->buf[i], st->chunk, gpuHostAllocPortable);
             if (err == gpuSuccess) {
                 err = gpuEventCreateWithFlags(&st->done[i], gpuEventDisableTiming);
                 if (err != gpuSuccess) {
@@ -225,7 +283,7 @@ keel_status_t keel__cuda_staged_h2d(keel__cuda_stream_t *s, void *dst, const voi
     const char *what = NULL;
     size_t done = 0;
     for (int slot = 0; done < bytes; slot = (slot + 1) % STAGING_SLOTS) {
-        size_t n = bytes - done < STAGING_CHUNK ? bytes - done : STAGING_CHUNK;
+        size_t n = bytes - done < st->chunk ? bytes - done : st->chunk;
         if (st->used[slot] && (err = gpuEventSynchronize(st->done[slot])) != gpuSuccess) {
             what = "cudaEventSynchronize on a staging buffer";
             break;
@@ -256,7 +314,8 @@ keel_status_t keel__cuda_staged_d2h(keel__cuda_stream_t *s, void *dst, const voi
     if (status != KEEL_OK)
         return status;
     pthread_mutex_lock(&st->lock);
-    size_t nchunks = (bytes + STAGING_CHUNK - 1) / STAGING_CHUNK;
+    const size_t chunk = st->chunk;
+    size_t nchunks = (bytes + chunk - 1) / chunk;
     cudaError_t err = gpuSuccess;
     const char *what = NULL;
     size_t issued = 0;
@@ -265,8 +324,8 @@ keel_status_t keel__cuda_staged_d2h(keel__cuda_stream_t *s, void *dst, const voi
     for (size_t i = 0; i < nchunks && err == gpuSuccess; i++) {
         for (; issued < nchunks && issued < i + STAGING_SLOTS; issued++) {
             int slot = (int)(issued % STAGING_SLOTS);
-            size_t off = issued * (size_t)STAGING_CHUNK;
-            size_t n = bytes - off < STAGING_CHUNK ? bytes - off : STAGING_CHUNK;
+            size_t off = issued * chunk;
+            size_t n = bytes - off < chunk ? bytes - off : chunk;
             if (st->used[slot] && (err = gpuStreamWaitEvent(s->stream, st->done[slot], 0)) != gpuSuccess) {
                 what = "cudaStreamWaitEvent on a staging buffer";
                 break;
@@ -286,8 +345,8 @@ keel_status_t keel__cuda_staged_d2h(keel__cuda_stream_t *s, void *dst, const voi
         if (err != gpuSuccess)
             break;
         int slot = (int)(i % STAGING_SLOTS);
-        size_t off = i * (size_t)STAGING_CHUNK;
-        size_t n = bytes - off < STAGING_CHUNK ? bytes - off : STAGING_CHUNK;
+        size_t off = i * chunk;
+        size_t n = bytes - off < chunk ? bytes - off : chunk;
         err = gpuEventSynchronize(st->done[slot]);
         if (err != gpuSuccess) {
             what = "cudaEventSynchronize on a staging buffer";
