@@ -103,6 +103,8 @@ static keel_status_t cu_copy_2d(void *ctx, keel_dtype_t dt, size_t rows, size_t 
 {
     cudaStream_t s = on_device(ctx);
     size_t es = esize(dt);
+    if (rows == 1 || (lds == cols && ldd == cols)) /* one contiguous block (and any ld for one row) */
+        return launched(cudaMemcpyAsync(dst, src, rows * cols * es, cudaMemcpyDefault, s), "keel_copy_2d");
     /* the copy engines take strided copies as they are */
     return launched(cudaMemcpy2DAsync(dst, ldd * es, src, lds * es, cols * es, rows, cudaMemcpyDefault, s),
                     "keel_copy_2d");
