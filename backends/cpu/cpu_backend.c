@@ -355,7 +355,12 @@ const keel_device_vtable_t keel__cpu_device_vtable = {
     .stream_priority_range = cpu_device_stream_priority_range,
 };
 
-static const keel_backend_plugin_t cpu_plugin = {
+/* The built-in operations (kernels/cpu) hand out their table through a
+ * function, since a static initializer cannot take the address of a static
+ * in another file. Weak, so the backend also links without them. */
+KEEL_HIDDEN const void *keel__cpu_ops_table(void) __attribute__((weak));
+
+static keel_backend_plugin_t cpu_plugin = {
     .abi_version = KEEL_BACKEND_ABI_VERSION,
     .struct_size = sizeof(keel_backend_plugin_t),
     .name = "cpu",
@@ -370,8 +375,15 @@ static const keel_backend_plugin_t cpu_plugin = {
     .ops = NULL,
 };
 
+static void cpu_plugin_fill(void)
+{
+    cpu_plugin.ops = keel__cpu_ops_table ? keel__cpu_ops_table() : NULL;
+}
+
 const keel_backend_plugin_t *keel__cpu_backend_init(const keel_host_api_t *host)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
     keel__cpu_host = host;
+    pthread_once(&once, cpu_plugin_fill);
     return &cpu_plugin;
 }
