@@ -1,0 +1,339 @@
+/* test-loader: the plugin loader's paths, with the check-only fake plugins of
+ * tests/plugins (one that works, one built for another ABI, one without the
+ * init symbol, one whose probe finds no device, one whose init returns NULL)
+ * and files made here: a text file and an empty file named like plugins, and
+ * a working plugin under a name that is not its own. Every setting runs in a
+ * fresh child (tests/keel-env-probe); this process never calls Keel. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "fixture.h"
+
+#define FAKE_DIR KT_BUILDDIR "/tests/plugins/.libs"
+#define CMDS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static char tmpdir[256];
+static char path_env[1024];
+
+static void write_file(const char *name, const void *data, size_t len)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", tmpdir, name);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_msg(fd >= 0, "cannot create %s", p);
+    ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+    close(fd);
+}
+
+static void copy_file(const char *from, const char *to_name)
+{
+    FILE *f = fopen(from, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s (were the fake plugins built?)", from);
+    char *buf = malloc(1 << 22);
+    size_t n = fread(buf, 1, 1 << 22, f);
+    fclose(f);
+    write_file(to_name, buf, n);
+    free(buf);
+}
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/keel-test-loader-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    static const char text[] = "this is a text file, not a shared object\n";
+    write_file("keel-broken.so", text, sizeof text - 1);
+    write_file("keel-empty.so", "", 0);
+    copy_file(FAKE_DIR "/keel-fakeok.so", "keel-renamed.so");
+    snprintf(path_env, sizeof path_env, "KEEL_BACKEND_PATH=%s:%s", tmpdir, FAKE_DIR);
+}
+
+static void teardown(void)
+{
+    DIR *d = opendir(tmpdir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (e->d_name[0] == '.')
+                continue;
+            char p[512];
+            snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(tmpdir);
+}
+
+typedef struct {
+    kt_child_result_t r;
+    char what[256];
+} probe_t;
+
+static probe_t run2(const char *backend, const char *path, const char *const *cmds)
+{
+    probe_t p;
+    snprintf(p.what, sizeof p.what, "KEEL_BACKEND=%s", backend ? backend : "(unset)");
+    char benv[256];
+    snprintf(benv, sizeof benv, "KEEL_BACKEND=%s", backend ? backend : "");
+    const char *env[] = {path, benv, NULL};
+    p.r = kt_run_probe(env, 0, cmds);
+    ck_assert_msg(p.r.status == 0, "[%s] probe exited %d; stderr: %s", p.what, p.r.status, p.r.err ? p.r.err : "");
+    return p;
+}
+
+static probe_t run(const char *backend, const char *const *cmds)
+{
+    return run2(backend, path_env, cmds);
+}
+
+static char *line(probe_t *p, const char *key)
+{
+    char *v = kt_line_value(p->r.out, key);
+    ck_assert_msg(v != NULL, "[%s] no line %s in:\n%s", p->what, key, p->r.out);
+    return v;
+}
+
+#define EXPECT_LINE_HAS(p, key, needle)                                                                        \
+    do {                                                                                                       \
+        char *v_ = line(&(p), (key));                                                                          \
+        ck_assert_msg(strstr(v_, (needle)) != NULL, "[%s] %s: \"%s\" lacks \"%s\"", (p).what, (key), v_, (needle)); \
+        free(v_);                                                                                              \
+    } while (0)
+
+#define EXPECT_LINE_STARTS(p, key, prefix)                                                                      \
+    do {                                                                                                        \
+        char *v_ = line(&(p), (key));                                                                           \
+        ck_assert_msg(strncmp(v_, (prefix), strlen(prefix)) == 0, "[%s] %s: \"%s\", expected \"%s...\"", (p).what, \
+                      (key), v_, (prefix));                                                                     \
+        free(v_);                                                                                               \
+    } while (0)
+
+START_TEST(working_plugin_loads_probes_and_runs)
+{
+    probe_t p = run("fakeok", CMDS("init", "backends", "default", "roundtrip:fakeok", "find:fakeok"));
+    EXPECT_LINE_STARTS(p, "init", "OK");
+    EXPECT_LINE_HAS(p, "backend:fakeok", "usable=1");
+    EXPECT_LINE_HAS(p, "backend:fakeok", "status=KEEL_OK");
+    EXPECT_LINE_HAS(p, "backend:fakeok", "devices=1");
+    EXPECT_LINE_HAS(p, "backend:fakeok", "abi=1 ");
+    EXPECT_LINE_HAS(p, "backend:fakeok", "/keel-fakeok.so");
+    EXPECT_LINE_HAS(p, "backend:fakeok", "reason=");
+    EXPECT_LINE_STARTS(p, "default", "OK fakeok:0");
+    EXPECT_LINE_STARTS(p, "roundtrip:fakeok", "OK");
+    EXPECT_LINE_STARTS(p, "find:fakeok", "OK");
+    kt_child_free(&p.r);
+}
+END_TEST
+
+START_TEST(wrong_abi_is_refused_with_abi_mismatch)
+{
+    probe_t p = run("fakeabi,cpu", CMDS("init", "backends", "default", "get:fakeabi:0"));
+    EXPECT_LINE_STARTS(p, "init", "OK");
+    EXPECT_LINE_HAS(p, "backend:fakeabi", "usable=0");
+    EXPECT_LINE_HAS(p, "backend:fakeabi", "status=KEEL_ERROR_ABI_MISMATCH");
+    EXPECT_LINE_HAS(p, "backend:fakeabi", "devices=0");
+    EXPECT_LINE_HAS(p, "backend:fakeabi", "1001"); /* the version it claims */
+    EXPECT_LINE_STARTS(p, "default", "OK cpu:0");
+    EXPECT_LINE_STARTS(p, "get:fakeabi:0", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+    EXPECT_LINE_HAS(p, "get:fakeabi:0", "1001");
+    kt_child_free(&p.r);
+    /* Named alone, it is an error that says why; never a switch to the CPU. */
+    p = run("fakeabi", CMDS("init", "default", "count"));
+    EXPECT_LINE_STARTS(p, "init", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+    EXPECT_LINE_HAS(p, "init", "fakeabi");
+    EXPECT_LINE_HAS(p, "init", "ABI");
+    EXPECT_LINE_STARTS(p, "default", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+    EXPECT_LINE_STARTS(p, "count", "OK");
+    kt_child_free(&p.r);
+}
+END_TEST
+
+START_TEST(missing_init_symbol_is_refused)
+{
+    probe_t p = run("fakenosym,cpu", CMDS("init", "backends", "default"));
+    EXPECT_LINE_STARTS(p, "init", "OK");
+    EXPECT_LINE_HAS(p, "backend:fakenosym", "usable=0");
+    EXPECT_LINE_HAS(p, "backend:fakenosym", "status=KEEL_ERROR_BACKEND_UNAVAILABLE");
+    EXPECT_LINE_HAS(p, "backend:fakenosym", "keel_backend_init");
+    EXPECT_LINE_STARTS(p, "default", "OK cpu:0");
+    kt_child_free(&p.r);
+}
+END_TEST
+
+START_TEST(probe_without_devices_is_no_device)
+{
+    probe_t p = run("fakenodev,cpu", CMDS("init", "backends", "default", "get:fakenodev:0"));
+    EXPECT_LINE_STARTS(p, "init", "OK");
+    EXPECT_LINE_HAS(p, "backend:fakenodev", "usable=0");
+    EXPECT_LINE_HAS(p, "backend:fakenodev", "status=KEEL_ERROR_NO_DEVICE");
+    EXPECT_LINE_HAS(p, "backend:fakenodev", "the fake probe found no device");
+    EXPECT_LINE_HAS(p, "backend:fakenodev", "abi=1 ");
+    EXPECT_LINE_STARTS(p, "default", "OK cpu:0");
+    EXPECT_LINE_STARTS(p, "get:fakenodev:0", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+    kt_child_free(&p.r);
+    p = run("fakenodev", CMDS("init"));
+    EXPECT_LINE_STARTS(p, "init", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+    EXPECT_LINE_HAS(p, "init", "the fake probe found no device");
+    kt_child_free(&p.r);
+}
+END_TEST
+
+START_TEST(init_returning_null_is_refused)
+{
+    probe_t p = run("fakenull,cpu", CMDS("init", "backends", "default"));
+    EXPECT_LINE_STARTS(p, "init", "OK");
+    EXPECT_LINE_HAS(p, "backend:fakenull", "usable=0");
+    EXPECT_LINE_HAS(p, "backend:fakenull", "status=KEEL_ERROR_BACKEND_UNAVAILABLE");
+    char *v = line(&p, "backend:fakenull");
+    ck_assert_msg(strstr(v, "reason=") && strstr(v, "reason=")[7] != '\0', "no reason: %s", v);
+    free(v);
+    EXPECT_LINE_STARTS(p, "default", "OK cpu:0");
+    kt_child_free(&p.r);
+}
+END_TEST
+
+START_TEST(files_that_are_not_shared_objects_are_refused)
+{
+    probe_t p = run("broken,empty,cpu", CMDS("init", "backends", "default"));
+    EXPECT_LINE_STARTS(p, "init", "OK");
+    const char *names[] = {"backend:broken", "backend:empty"};
+    for (int i = 0; i < 2; i++) {
+        EXPECT_LINE_HAS(p, names[i], "usable=0");
+        EXPECT_LINE_HAS(p, names[i], "status=KEEL_ERROR_BACKEND_UNAVAILABLE");
+        EXPECT_LINE_HAS(p, names[i], tmpdir); /* the file it tried */
+        char *v = line(&p, names[i]);
+        ck_assert_msg(strstr(v, "reason=") && strstr(v, "reason=")[7] != '\0', "no reason: %s", v);
+        free(v);
+    }
+    EXPECT_LINE_STARTS(p, "default", "OK cpu:0");
+    kt_child_free(&p.r);
+}
+END_TEST
+
+START_TEST(plugin_whose_name_differs_from_its_file_is_refused)
+{
+    probe_t p = run("renamed,cpu", CMDS("init", "backends", "default"));
+    EXPECT_LINE_STARTS(p, "init", "OK");
+    EXPECT_LINE_HAS(p, "backend:renamed", "usable=0");
+    EXPECT_LINE_HAS(p, "backend:renamed", "fakeok");
+    EXPECT_LINE_STARTS(p, "default", "OK cpu:0");
+    kt_child_free(&p.r);
+}
+END_TEST
+
+START_TEST(every_bad_plugin_at_once_never_crashes_the_loader)
+{
+    probe_t p = run("fakeabi,fakenosym,fakenodev,fakenull,broken,empty,renamed,fakeok,cpu",
+                    CMDS("init", "backends", "default", "roundtrip:fakeok", "roundtrip:cpu"));
+    EXPECT_LINE_STARTS(p, "init", "OK");
+    EXPECT_LINE_STARTS(p, "default", "OK fakeok:0");
+    EXPECT_LINE_STARTS(p, "roundtrip:fakeok", "OK");
+    EXPECT_LINE_STARTS(p, "roundtrip:cpu", "OK");
+    kt_child_free(&p.r);
+}
+END_TEST
+
+/* Files keel-<name>.so on the path make their backends known even when
+ * KEEL_BACKEND does not name them (docs/environment.md); they are not
+ * selected by default. */
+START_TEST(plugins_on_the_path_are_listed_but_not_selected_by_default)
+{
+    probe_t p = run(NULL, CMDS("init", "backends", "default", "find:fakeok", "get:fakeok:0"));
+    EXPECT_LINE_STARTS(p, "init", "OK");
+    EXPECT_LINE_HAS(p, "backend:fakeok", "usable=1");
+    EXPECT_LINE_HAS(p, "backend:fakeabi", "status=KEEL_ERROR_ABI_MISMATCH");
+    EXPECT_LINE_HAS(p, "backend:broken", "usable=0");
+    char *d = line(&p, "default");
+    ck_assert_msg(strstr(d, "fake") == NULL, "a fake plugin became the default device: %s", d);
+    free(d);
+    EXPECT_LINE_STARTS(p, "find:fakeok", "OK");
+    EXPECT_LINE_STARTS(p, "get:fakeok:0", "OK fakeok:0");
+    kt_child_free(&p.r);
+    /* An unknown name's detail lists the plugins found too. */
+    p = run("bogus", CMDS("init"));
+    EXPECT_LINE_STARTS(p, "init", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+    EXPECT_LINE_HAS(p, "init", "fakeok");
+    kt_child_free(&p.r);
+}
+END_TEST
+
+START_TEST(first_directory_on_the_path_wins)
+{
+    char path[1024];
+    /* tmpdir has a text file named keel-fakeok.so; whichever comes first is loaded. */
+    static const char text[] = "not a plugin\n";
+    write_file("keel-fakeok.so", text, sizeof text - 1);
+    snprintf(path, sizeof path, "KEEL_BACKEND_PATH=%s:%s", FAKE_DIR, tmpdir);
+    probe_t p = run2("fakeok", path, CMDS("init", "backends"));
+    EXPECT_LINE_STARTS(p, "init", "OK");
+    EXPECT_LINE_HAS(p, "backend:fakeok", FAKE_DIR "/keel-fakeok.so");
+    kt_child_free(&p.r);
+    snprintf(path, sizeof path, "KEEL_BACKEND_PATH=%s:%s", tmpdir, FAKE_DIR);
+    p = run2("fakeok", path, CMDS("init", "backends"));
+    EXPECT_LINE_STARTS(p, "init", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+    EXPECT_LINE_HAS(p, "backend:fakeok", tmpdir);
+    EXPECT_LINE_HAS(p, "backend:fakeok", "usable=0");
+    kt_child_free(&p.r);
+}
+END_TEST
+
+/* Device memory of two plugin backends cannot meet in one copy; the CPU
+ * backend's memory is host memory to the others, so copies with it work. */
+START_TEST(memory_of_two_backends_does_not_mix)
+{
+    probe_t p = run("fakeok,cpu", CMDS("init", "cross:fakeok:fakeok2", "cross:fakeok2:fakeok", "cross:fakeok:cpu",
+                                       "cross:cpu:fakeok", "peer:fakeok:cpu", "peer:cpu:fakeok",
+                                       "peer:fakeok:fakeok2"));
+    EXPECT_LINE_STARTS(p, "cross:fakeok:fakeok2", "KEEL_ERROR_DEVICE_MISMATCH");
+    EXPECT_LINE_STARTS(p, "cross:fakeok2:fakeok", "KEEL_ERROR_DEVICE_MISMATCH");
+    EXPECT_LINE_STARTS(p, "cross:fakeok:cpu", "OK");
+    EXPECT_LINE_STARTS(p, "cross:cpu:fakeok", "OK");
+    EXPECT_LINE_STARTS(p, "peer:fakeok:fakeok2", "OK 0");
+    EXPECT_LINE_STARTS(p, "peer:fakeok:cpu", "OK 0");
+    EXPECT_LINE_STARTS(p, "peer:cpu:fakeok", "OK 0");
+    kt_child_free(&p.r);
+}
+END_TEST
+
+START_TEST(log_info_reports_each_plugin_failure)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s", path_env);
+    const char *env[] = {path, "KEEL_BACKEND=fakeabi,fakenosym,fakenodev,broken,cpu", "KEEL_LOG=info", NULL};
+    kt_child_result_t r = kt_run_probe(env, 0, CMDS("init"));
+    ck_assert_int_eq(r.status, 0);
+    const char *names[] = {"fakeabi", "fakenosym", "fakenodev", "broken"};
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(strstr(r.err, names[i]) != NULL, "KEEL_LOG=info does not mention %s:\n%s", names[i], r.err);
+    kt_child_free(&r);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("loader");
+    TCase *tc = tcase_create("loader");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, working_plugin_loads_probes_and_runs);
+    tcase_add_test(tc, wrong_abi_is_refused_with_abi_mismatch);
+    tcase_add_test(tc, missing_init_symbol_is_refused);
+    tcase_add_test(tc, probe_without_devices_is_no_device);
+    tcase_add_test(tc, init_returning_null_is_refused);
+    tcase_add_test(tc, files_that_are_not_shared_objects_are_refused);
+    tcase_add_test(tc, plugin_whose_name_differs_from_its_file_is_refused);
+    tcase_add_test(tc, every_bad_plugin_at_once_never_crashes_the_loader);
+    tcase_add_test(tc, plugins_on_the_path_are_listed_but_not_selected_by_default);
+    tcase_add_test(tc, first_directory_on_the_path_wins);
+    tcase_add_test(tc, memory_of_two_backends_does_not_mix);
+    tcase_add_test(tc, log_info_reports_each_plugin_failure);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    return kt_main(argc, argv, suite(), 0, 0);
+}
