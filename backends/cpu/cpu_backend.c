@@ -229,7 +229,7 @@ static keel_status_t cpu_device_open(void *backend_ctx, int index, void **device
     d->index = index;
     atomic_init(&d->used, 0);
     pthread_mutex_init(&d->lock, NULL);
-    keel__cpu_pool_init(&d->pool, b->threads);
+    keel__cpu_pool_init(&d->pool, b->threads, b->cores);
     *device_ctx = d;
     return KEEL_OK;
 }

@@ -73,6 +73,7 @@ typedef struct cpu_pool {
     int nthreads;             /* started helpers */
     int wanted;               /* helpers to start: threads - 1 */
     int started;              /* start attempted */
+    int spin;                 /* helpers spin before sleeping (not when they outnumber the cores) */
     int stop;
 } cpu_pool_t;
 
@@ -204,7 +205,7 @@ extern KEEL_HIDDEN _Thread_local int keel__cpu_tls_pool_worker;
 KEEL_HIDDEN extern const keel_device_vtable_t keel__cpu_device_vtable;
 
 /* ---- cpu_pool.c ---- */
-KEEL_HIDDEN void keel__cpu_pool_init(cpu_pool_t *pool, int threads);
+KEEL_HIDDEN void keel__cpu_pool_init(cpu_pool_t *pool, int threads, int cores);
 KEEL_HIDDEN void keel__cpu_pool_fini(cpu_pool_t *pool);
 /* Runs body over [0, n) on dev's pool, the calling thread included. */
 KEEL_HIDDEN void keel__cpu_pool_run(cpu_device_t *dev, size_t n, size_t grain,

@@ -173,6 +173,25 @@ static keel_status_t cpu_mem_memcpy_async(void *stream_ctx, void *dst, keel_memo
     return cpu_enqueue_copy(stream_ctx, dst, src, bytes, "keel_memcpy_async");
 }
 
+/* A small synchronous copy runs on the caller once the stream is idle, which
+ * saves two thread hand-offs; a big one goes through the stream so that the
+ * pool shares it. */
+static keel_status_t cpu_mem_memcpy_sync(void *stream_ctx, void *dst, keel_memory_kind_t dst_kind, const void *src,
+                                         keel_memory_kind_t src_kind, size_t bytes)
+{
+    cpu_stream_t *s = stream_ctx;
+    keel_status_t st;
+    if (bytes >= CPU_PARALLEL_BYTES) {
+        if ((st = cpu_enqueue_copy(s, dst, src, bytes, "keel_memcpy")) != KEEL_OK)
+            return st;
+        return keel__cpu_stream_sync(s);
+    }
+    if ((st = keel__cpu_stream_sync(s)) != KEEL_OK)
+        return st;
+    keel__cpu_copy(dst, src, bytes);
+    return KEEL_OK;
+}
+
 static keel_status_t cpu_mem_memset_async(void *stream_ctx, void *dst, int value, size_t bytes)
 {
     cpu_stream_t *s = stream_ctx;
@@ -198,7 +217,7 @@ const keel_memory_vtable_t keel__cpu_memory_vtable = {
     .alloc_async = cpu_mem_alloc_async,
     .free_async = cpu_mem_free_async,
     .memcpy_async = cpu_mem_memcpy_async,
-    .memcpy_sync = NULL,   /* the core enqueues on the default stream and waits */
+    .memcpy_sync = cpu_mem_memcpy_sync,
     .memset_async = cpu_mem_memset_async,
     .memcpy_peer_async = cpu_mem_memcpy_peer_async,
 };

@@ -138,13 +138,14 @@ void keel__cpu_stream_fail(cpu_stream_t *s, keel_status_t status, const char *fm
 
 /* ---- the pool ---- */
 
-void keel__cpu_pool_init(cpu_pool_t *pool, int threads)
+void keel__cpu_pool_init(cpu_pool_t *pool, int threads, int cores)
 {
     memset(pool, 0, sizeof *pool);
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->work_cv, NULL);
     pthread_cond_init(&pool->done_cv, NULL);
     pool->wanted = threads > 1 ? threads - 1 : 0;
+    pool->spin = threads <= cores;
 }
 
 static void cpu_job_unlink_locked(cpu_pool_t *pool, cpu_job_t *job)
@@ -183,7 +184,7 @@ static void *cpu_helper_main(void *p)
     keel__cpu_tls_pool_worker = 1;
     pthread_mutex_lock(&pool->lock);
     for (;;) {
-        if (!pool->head && !pool->stop) {
+        if (!pool->head && !pool->stop && pool->spin) {
             /* Kernels tend to come in runs: wait a moment for the next one awake. */
             uint64_t seen = atomic_load_explicit(&pool->posted, memory_order_relaxed);
             pthread_mutex_unlock(&pool->lock);
