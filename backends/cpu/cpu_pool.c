@@ -123,19 +123,6 @@ int keel__cpu_spin_reached(_Atomic uint64_t *v, uint64_t at_least)
     }
 }
 
-void keel__cpu_stream_fail(cpu_stream_t *s, keel_status_t status, const char *fmt, ...)
-{
-    va_list ap;
-    pthread_mutex_lock(&s->lock);
-    if (s->async_status == KEEL_OK) {
-        s->async_status = status;
-        va_start(ap, fmt);
-        vsnprintf(s->async_msg, sizeof s->async_msg, fmt, ap);
-        va_end(ap);
-    }
-    pthread_mutex_unlock(&s->lock);
-}
-
 /* ---- the pool ---- */
 
 void keel__cpu_pool_init(cpu_pool_t *pool, int threads, int cores)

@@ -128,6 +128,20 @@ void keel__cpu_cmd_cancel(cpu_stream_t *s, cpu_cmd_t *c)
 
 /* ---- the worker ---- */
 
+/* Keeps the first failure for the next synchronize: the worker has no caller to return it to. */
+void keel__cpu_stream_fail(cpu_stream_t *s, keel_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    pthread_mutex_lock(&s->lock);
+    if (s->async_status == KEEL_OK) {
+        s->async_status = status;
+        va_start(ap, fmt);
+        vsnprintf(s->async_msg, sizeof s->async_msg, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 static void cpu_cmd_run(cpu_stream_t *s, cpu_cmd_t *c)
 {
     switch (c->type) {
