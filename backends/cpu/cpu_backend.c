@@ -171,7 +171,7 @@ static size_t cpu_available_ram(void)
 static keel_status_t cpu_probe(const keel_host_api_t *host, void **backend_ctx, int *device_count,
                                const char **description)
 {
-    long ndev, threads;
+    long ndev = 0, threads = 0;   /* set_error is opaque to analyzers: keep the paths defined */
     size_t cap;
     keel_status_t st;
     if (host)

@@ -141,7 +141,7 @@ static keel_status_t cpu_event_stamp(cpu_event_t *e, const char *which, struct t
 
 static keel_status_t cpu_event_elapsed_time(void *start_ctx, void *end_ctx, float *ms)
 {
-    struct timespec a, b;
+    struct timespec a = {0, 0}, b = {0, 0};
     keel_status_t st1 = cpu_event_stamp(start_ctx, "start", &a);
     if (st1 != KEEL_OK && st1 != KEEL_ERROR_NOT_READY)
         return st1;
