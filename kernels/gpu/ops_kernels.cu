@@ -133,6 +133,7 @@ __global__ void map_kernel(const T *__restrict__ x, T *__restrict__ y, size_t n,
         size_t np = n / N;
         const Pack<T> *xp = reinterpret_cast<const Pack<T> *>(x);
         Pack<T> *yp = reinterpret_cast<Pack<T> *>(y);
+        #pragma unroll 4
         for (size_t i = tid; i < np; i += stride) {
             Pack<T> p = xp[i];
 #pragma unroll
@@ -269,6 +270,7 @@ __global__ void binary_flat_kernel(const T *__restrict__ a, const T *__restrict_
     if (VEC) {
         constexpr int N = Pack<T>::N;
         size_t np = n / N;
+        #pragma unroll 4
         for (size_t i = tid; i < np; i += stride) {
             Pack<T> pa = reinterpret_cast<const Pack<T> *>(a)[i], pb;
             size_t e = i * N;
@@ -417,6 +419,7 @@ __global__ void reduce_all_kernel(const T *__restrict__ x, size_t rows, size_t c
     if (VEC) { // contiguous and aligned
         constexpr int N = Pack<T>::N;
         size_t np = n / N;
+        #pragma unroll 4
         for (size_t i = tid; i < np; i += stride) {
             Pack<T> p = reinterpret_cast<const Pack<T> *>(x)[i];
 #pragma unroll
@@ -666,47 +669,128 @@ template <typename C> __device__ MS<C> block_ms(MS<C> v)
     return v;
 }
 
-// One block per row. CACHE: the row (in the compute type) stays in dynamic
-// shared memory between the two passes.
-template <typename T, bool CACHE>
+// Rows are walked in packs: N elements of T per access (16 bytes) when VEC
+// (pointers aligned, cols and leading dimensions multiples of N), else one.
+// CP is the matching pack of compute values, the unit of the shared cache.
+template <typename T, bool VEC> struct RowPack {
+    typedef typename Num<T>::C C;
+    static constexpr int N = VEC ? Pack<T>::N : 1;
+    struct alignas(sizeof(C) * N >= 16 ? 16 : sizeof(C) * N) CP {
+        C v[N];
+    };
+    __device__ static CP load(const T *row, size_t p)
+    {
+        CP c;
+        if (VEC) {
+            Pack<T> pk = reinterpret_cast<const Pack<T> *>(row)[p];
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                c.v[k] = Num<T>::ld(pk.v[k]);
+        } else {
+            c.v[0] = Num<T>::ld(row[p]);
+        }
+        return c;
+    }
+    __device__ static void store(T *row, size_t p, const CP &c)
+    {
+        if (VEC) {
+            Pack<T> pk;
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                pk.v[k] = Num<T>::st(c.v[k]);
+            reinterpret_cast<Pack<T> *>(row)[p] = pk;
+        } else {
+            row[p] = Num<T>::st(c.v[0]);
+        }
+    }
+};
+
+// One block per row (grid-stride over rows). CACHE: the row, in the compute
+// type, stays in dynamic shared memory, so global memory is read once and
+// written once: max pass, exp pass (in the cache), scale pass. Without the
+// cache, one online (max, sum) pass and one write pass.
+template <typename T, bool CACHE, bool VEC>
 __global__ void softmax_kernel(const T *__restrict__ x, size_t ldx, T *__restrict__ y, size_t ldy, size_t rows,
                                size_t cols, int lg)
 {
+    typedef RowPack<T, VEC> RP;
     typedef typename Num<T>::C C;
+    typedef typename RP::CP CP;
+    constexpr int N = RP::N;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    C *cache = reinterpret_cast<C *>(smem_raw);
+    CP *cache = reinterpret_cast<CP *>(smem_raw);
+    size_t np = cols / N;
     for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const T *xr = x + r * ldx;
         T *yr = y + r * ldy;
-        MS<C> t{(C)-INFINITY, (C)0};
-        for (size_t j = threadIdx.x; j < cols; j += blockDim.x) {
-            C v = Num<T>::ld(xr[j]);
-            if (CACHE)
-                cache[j] = v;
-            if (v != v) {
-                t = MS<C>{v, v};
-            } else if (t.m == t.m && v != (C)-INFINITY) {
-                if (v > t.m) {
-                    t.s = t.s * c_exp(t.m - v) + (C)1;
-                    t.m = v;
-                } else {
-                    t.s += c_exp(v - t.m);
+        C m, sum;
+        if (CACHE) {
+            C mx = (C)-INFINITY;
+            bool nan = false;
+            for (size_t p = threadIdx.x; p < np; p += blockDim.x) {
+                CP c = RP::load(xr, p);
+                cache[p] = c;
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    mx = c.v[k] > mx ? c.v[k] : mx;
+                    nan |= c.v[k] != c.v[k];
                 }
             }
+            m = block_reduce<R_MAX, C>(nan ? (C)NAN : mx);
+            C s = 0;
+            for (size_t p = threadIdx.x; p < np; p += blockDim.x) {
+                CP c = cache[p];
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    C e = c_exp(c.v[k] - m);
+                    s += e;
+                    c.v[k] = e;
+                }
+                if (!lg)
+                    cache[p] = c;
+            }
+            sum = block_reduce<R_SUM, C>(s);
+        } else {
+            MS<C> t{(C)-INFINITY, (C)0};
+            for (size_t p = threadIdx.x; p < np; p += blockDim.x) {
+                CP c = RP::load(xr, p);
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    C v = c.v[k];
+                    if (v != v) {
+                        t = MS<C>{v, v};
+                    } else if (t.m == t.m && v != (C)-INFINITY) {
+                        if (v > t.m) {
+                            t.s = t.s * c_exp(t.m - v) + (C)1;
+                            t.m = v;
+                        } else {
+                            t.s += c_exp(v - t.m);
+                        }
+                    }
+                }
+            }
+            t = block_ms(t);
+            m = t.m;
+            sum = t.s;
         }
-        t = block_ms(t);
-        C m = t.m, inv = (C)1 / t.s, lse = m + c_log(t.s);
+        C inv = (C)1 / sum, lse = m + c_log(sum);
         bool bad = m != m || m == (C)-INFINITY;
-        for (size_t j = threadIdx.x; j < cols; j += blockDim.x) {
-            C v = CACHE ? cache[j] : Num<T>::ld(xr[j]);
-            C o = bad ? (C)NAN : lg ? v - lse : c_exp(v - m) * inv;
-            yr[j] = Num<T>::st(o);
+        for (size_t p = threadIdx.x; p < np; p += blockDim.x) {
+            CP c = CACHE ? cache[p] : RP::load(xr, p);
+#pragma unroll
+            for (int k = 0; k < N; k++) {
+                C v = c.v[k];
+                c.v[k] = bad ? (C)NAN : lg ? v - lse : CACHE ? v * inv : c_exp(v - m) * inv;
+            }
+            RP::store(yr, p, c);
         }
         __syncthreads(); // the cache is reused by the next row
     }
 }
 
-// ---- layer norm: Welford per thread, Chan's merge across threads ----
+// ---- layer norm ----
+// Cached: mean, then the variance around it from shared memory (two exact
+// passes). Uncached: Welford per thread, Chan's merge across threads.
 template <typename C> struct WF {
     C n, mean, m2;
 };
@@ -747,37 +831,76 @@ template <typename C> __device__ WF<C> block_wf(WF<C> v)
     return v;
 }
 
-template <typename T, bool CACHE>
+template <typename T, bool CACHE, bool VEC>
 __global__ void layernorm_kernel(const T *__restrict__ x, size_t ldx, const T *__restrict__ gamma,
                                  const T *__restrict__ beta, double eps, T *__restrict__ y, size_t ldy, size_t rows,
                                  size_t cols)
 {
+    typedef RowPack<T, VEC> RP;
     typedef typename Num<T>::C C;
+    typedef typename RP::CP CP;
+    constexpr int N = RP::N;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    C *cache = reinterpret_cast<C *>(smem_raw);
+    CP *cache = reinterpret_cast<CP *>(smem_raw);
+    size_t np = cols / N;
     for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const T *xr = x + r * ldx;
         T *yr = y + r * ldy;
-        WF<C> w{(C)0, (C)0, (C)0};
-        for (size_t j = threadIdx.x; j < cols; j += blockDim.x) {
-            C v = Num<T>::ld(xr[j]);
-            if (CACHE)
-                cache[j] = v;
-            w.n += (C)1;
-            C d = v - w.mean;
-            w.mean += d / w.n;
-            w.m2 += d * (v - w.mean);
+        C mean, var;
+        if (CACHE) {
+            C s = 0;
+            for (size_t p = threadIdx.x; p < np; p += blockDim.x) {
+                CP c = RP::load(xr, p);
+                cache[p] = c;
+#pragma unroll
+                for (int k = 0; k < N; k++)
+                    s += c.v[k];
+            }
+            mean = block_reduce<R_SUM, C>(s) / (C)cols;
+            C q = 0;
+            for (size_t p = threadIdx.x; p < np; p += blockDim.x) {
+                CP c = cache[p];
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    C d = c.v[k] - mean;
+                    q += d * d;
+                }
+            }
+            var = block_reduce<R_SUM, C>(q) / (C)cols;
+        } else {
+            WF<C> w{(C)0, (C)0, (C)0};
+            for (size_t p = threadIdx.x; p < np; p += blockDim.x) {
+                CP c = RP::load(xr, p);
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    w.n += (C)1;
+                    C d = c.v[k] - w.mean;
+                    w.mean += d / w.n;
+                    w.m2 += d * (c.v[k] - w.mean);
+                }
+            }
+            w = block_wf(w);
+            mean = w.mean;
+            var = w.m2 / (C)cols;
         }
-        w = block_wf(w);
-        C mean = w.mean, rstd = (C)1 / c_sqrt(w.m2 / (C)cols + (C)eps);
-        for (size_t j = threadIdx.x; j < cols; j += blockDim.x) {
-            C v = CACHE ? cache[j] : Num<T>::ld(xr[j]);
-            C o = (v - mean) * rstd;
+        C rstd = (C)1 / c_sqrt(var + (C)eps);
+        for (size_t p = threadIdx.x; p < np; p += blockDim.x) {
+            CP c = CACHE ? cache[p] : RP::load(xr, p);
+            CP g, b;
             if (gamma)
-                o *= Num<T>::ld(gamma[j]);
+                g = RP::load(gamma, p);
             if (beta)
-                o += Num<T>::ld(beta[j]);
-            yr[j] = Num<T>::st(o);
+                b = RP::load(beta, p);
+#pragma unroll
+            for (int k = 0; k < N; k++) {
+                C o = (c.v[k] - mean) * rstd;
+                if (gamma)
+                    o *= g.v[k];
+                if (beta)
+                    o += b.v[k];
+                c.v[k] = o;
+            }
+            RP::store(yr, p, c);
         }
         __syncthreads();
     }
@@ -825,42 +948,84 @@ template <typename K> cudaError_t allow_smem(K kernel, size_t bytes)
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
 }
 
+// Threads for a row of np packs: a few packs per thread in flight.
+int row_threads_packs(size_t np)
+{
+    return np >= 4096 ? 1024 : np >= 1024 ? 512 : np >= 256 ? 256 : np >= 64 ? 128 : 32;
+}
+
+template <typename T> bool row_vec_ok(size_t cols, size_t ldx, size_t ldy, const void *x, const void *y)
+{
+    constexpr size_t N = Pack<T>::N;
+    return cols % N == 0 && ldx % N == 0 && ldy % N == 0 && aligned16(x) && aligned16(y);
+}
+
 template <typename T>
 cudaError_t launch_softmax(cudaStream_t s, size_t rows, size_t cols, const void *x, size_t ldx, void *y, size_t ldy,
                            int lg)
 {
     typedef typename Num<T>::C C;
+    const T *px = (const T *)x;
+    T *py = (T *)y;
     size_t bytes = cols * sizeof(C);
-    int threads = row_threads(cols);
-    if (bytes <= row_cache_limit()) {
-        cudaError_t e = allow_smem(softmax_kernel<T, true>, bytes);
-        if (e != cudaSuccess)
-            return e;
-        softmax_kernel<T, true><<<row_grid(rows), threads, bytes, s>>>((const T *)x, ldx, (T *)y, ldy, rows, cols, lg);
-    } else {
-        softmax_kernel<T, false><<<row_grid(rows), threads, 0, s>>>((const T *)x, ldx, (T *)y, ldy, rows, cols, lg);
-    }
-    return cudaGetLastError();
+    bool cache = bytes <= row_cache_limit();
+    bool vec = row_vec_ok<T>(cols, ldx, ldy, x, y);
+    size_t np = vec ? cols / Pack<T>::N : cols;
+    int threads = row_threads_packs(np);
+    unsigned g = row_grid(rows);
+    size_t sh = cache ? bytes : 0;
+    cudaError_t e = cudaSuccess;
+#define KEEL_SOFTMAX(CACHE, VEC)                                                                   \
+    do {                                                                                           \
+        if (CACHE)                                                                                 \
+            e = allow_smem(softmax_kernel<T, CACHE, VEC>, sh);                                     \
+        if (e == cudaSuccess)                                                                      \
+            softmax_kernel<T, CACHE, VEC><<<g, threads, sh, s>>>(px, ldx, py, ldy, rows, cols, lg); \
+    } while (0)
+    if (cache && vec)
+        KEEL_SOFTMAX(true, true);
+    else if (cache)
+        KEEL_SOFTMAX(true, false);
+    else if (vec)
+        KEEL_SOFTMAX(false, true);
+    else
+        KEEL_SOFTMAX(false, false);
+#undef KEEL_SOFTMAX
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t launch_layernorm(cudaStream_t s, size_t rows, size_t cols, const void *x, size_t ldx, const void *g,
-                             const void *b, double eps, void *y, size_t ldy)
+cudaError_t launch_layernorm(cudaStream_t s, size_t rows, size_t cols, const void *x, size_t ldx, const void *gm,
+                             const void *bt, double eps, void *y, size_t ldy)
 {
     typedef typename Num<T>::C C;
+    const T *px = (const T *)x, *pg = (const T *)gm, *pb = (const T *)bt;
+    T *py = (T *)y;
     size_t bytes = cols * sizeof(C);
-    int threads = row_threads(cols);
-    if (bytes <= row_cache_limit()) {
-        cudaError_t e = allow_smem(layernorm_kernel<T, true>, bytes);
-        if (e != cudaSuccess)
-            return e;
-        layernorm_kernel<T, true><<<row_grid(rows), threads, bytes, s>>>((const T *)x, ldx, (const T *)g, (const T *)b,
-                                                                         eps, (T *)y, ldy, rows, cols);
-    } else {
-        layernorm_kernel<T, false><<<row_grid(rows), threads, 0, s>>>((const T *)x, ldx, (const T *)g, (const T *)b,
-                                                                      eps, (T *)y, ldy, rows, cols);
-    }
-    return cudaGetLastError();
+    bool cache = bytes <= row_cache_limit();
+    bool vec = row_vec_ok<T>(cols, ldx, ldy, x, y) && (!gm || aligned16(gm)) && (!bt || aligned16(bt));
+    size_t np = vec ? cols / Pack<T>::N : cols;
+    int threads = row_threads_packs(np);
+    unsigned g = row_grid(rows);
+    size_t sh = cache ? bytes : 0;
+    cudaError_t e = cudaSuccess;
+#define KEEL_LAYERNORM(CACHE, VEC)                                                                       \
+    do {                                                                                                 \
+        if (CACHE)                                                                                       \
+            e = allow_smem(layernorm_kernel<T, CACHE, VEC>, sh);                                         \
+        if (e == cudaSuccess)                                                                            \
+            layernorm_kernel<T, CACHE, VEC><<<g, threads, sh, s>>>(px, ldx, pg, pb, eps, py, ldy, rows, cols); \
+    } while (0)
+    if (cache && vec)
+        KEEL_LAYERNORM(true, true);
+    else if (cache)
+        KEEL_LAYERNORM(true, false);
+    else if (vec)
+        KEEL_LAYERNORM(false, true);
+    else
+        KEEL_LAYERNORM(false, false);
+#undef KEEL_LAYERNORM
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 // ---- dense epilogue and scaling ----
