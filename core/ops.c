@@ -156,6 +156,24 @@ static keel_status_t check_matrix(keel_stream_t *stream, const char *fn, const c
             return s_;                          \
     } while (0)
 
+/* Output and input ranges (elements of esize) may be the same block (in
+ * place, where the call allows it) or disjoint, never partly shared: a
+ * partial overlap makes the result depend on the order the backend uses. */
+static keel_status_t check_overlap(const char *fn, const char *out_name, const void *out, size_t out_elems,
+                                   const char *in_name, const void *in, size_t in_elems, size_t esize,
+                                   int same_allowed)
+{
+    if (!out || !in || !out_elems || !in_elems)
+        return KEEL_OK;
+    uintptr_t o0 = (uintptr_t)out, o1 = o0 + out_elems * esize, i0 = (uintptr_t)in, i1 = i0 + in_elems * esize;
+    if (o0 >= i1 || i0 >= o1)
+        return KEEL_OK;
+    if (same_allowed && o0 == i0)
+        return KEEL_OK;
+    return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: %s %p overlaps %s %p%s", fn, out_name, out, in_name,
+                           in, same_allowed ? " without being the same array" : "");
+}
+
 /* ---- fill, cast, copies ---- */
 
 keel_status_t keel_fill(keel_stream_t *stream, keel_dtype_t dtype, void *ptr, size_t n, double value)
@@ -291,6 +309,15 @@ keel_status_t keel_binary(keel_stream_t *stream, keel_binary_op_t op, keel_dtype
                        (broadcast == KEEL_BROADCAST_NONE && y == b && ldy != ldb && rows > 1)))
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT,
                                "%s: in-place y must have the leading dimension of the operand it replaces", fn);
+    size_t ea = 0, eb = 0, ey = 0;
+    span(rows, cols, lda, &ea);
+    span(rows, cols, ldy, &ey);
+    if (broadcast == KEEL_BROADCAST_NONE)
+        span(rows, cols, ldb, &eb);
+    else
+        eb = broadcast == KEEL_BROADCAST_ROW ? cols : rows;
+    TRY(check_overlap(fn, "y", y, ey, "a", a, ea, es, 1));
+    TRY(check_overlap(fn, "y", y, ey, "b", b, eb, es, broadcast == KEEL_BROADCAST_NONE));
     if (!OPS_ENTRY(ops, binary))
         return missing(stream, fn);
     keel_binary_args_t args = {op, dtype, broadcast, rows, cols, alpha, beta, a, lda, b,
@@ -373,6 +400,10 @@ keel_status_t keel_softmax_rows(keel_stream_t *stream, keel_dtype_t dtype, size_
     TRY(check_inplace_rows(fn, x, ldx, y, ldy, rows));
     if (rows == 0 || cols == 0)
         return KEEL_OK;
+    size_t ex = 0, ey = 0;
+    span(rows, cols, ldx, &ex);
+    span(rows, cols, ldy, &ey);
+    TRY(check_overlap(fn, "y", y, ey, "x", x, ex, es, 1));
     if (!OPS_ENTRY(ops, softmax_rows))
         return missing(stream, fn);
     return ops->softmax_rows(stream->ctx, dtype, rows, cols, x, ldx, y, ldy, log_softmax != 0);
@@ -398,6 +429,12 @@ keel_status_t keel_layernorm_rows(keel_stream_t *stream, keel_dtype_t dtype, siz
         TRY(check_ptr(stream, fn, "gamma", gamma, cols, es));
     if (beta)
         TRY(check_ptr(stream, fn, "beta", beta, cols, es));
+    size_t ex = 0, ey = 0;
+    span(rows, cols, ldx, &ex);
+    span(rows, cols, ldy, &ey);
+    TRY(check_overlap(fn, "y", y, ey, "x", x, ex, es, 1));
+    TRY(check_overlap(fn, "y", y, ey, "gamma", gamma, cols, es, 0));
+    TRY(check_overlap(fn, "y", y, ey, "beta", beta, cols, es, 0));
     if (!OPS_ENTRY(ops, layernorm_rows))
         return missing(stream, fn);
     return ops->layernorm_rows(stream->ctx, dtype, rows, cols, x, ldx, gamma, beta, eps, y, ldy);
@@ -520,6 +557,9 @@ keel_status_t keel_gemm(keel_stream_t *stream, const keel_gemm_params_t *params)
     TRY(check_ptr(stream, fn, "C", p.c, tc, keel_dtype_size(p.c_type)));
     if (p.m == 0 || p.n == 0)
         return KEEL_OK;
+    /* in bytes: A and C may differ in dtype (check_ptr proved the products fit) */
+    TRY(check_overlap(fn, "C", p.c, tc * keel_dtype_size(p.c_type), "A", p.a, ta * keel_dtype_size(p.a_type), 1, 0));
+    TRY(check_overlap(fn, "C", p.c, tc * keel_dtype_size(p.c_type), "B", p.b, tb * keel_dtype_size(p.b_type), 1, 0));
     if (!OPS_ENTRY(ops, gemm))
         return missing(stream, fn);
     if (p.layout == KEEL_ROW_MAJOR) {
@@ -570,6 +610,8 @@ keel_status_t keel_gemv(keel_stream_t *stream, keel_dtype_t dtype, keel_layout_t
     TRY(check_ptr(stream, fn, "y", y, ey, es));
     if (ylen == 0)
         return KEEL_OK;
+    TRY(check_overlap(fn, "y", y, ey, "A", a, used ? ea : 0, es, 0));
+    TRY(check_overlap(fn, "y", y, ey, "x", x, used ? ex : 0, es, 0));
     if (!OPS_ENTRY(ops, gemv))
         return missing(stream, fn);
     keel_gemv_args_t g = {dtype, trans, m, n, alpha, beta, a, lda, x, incx, y, incy};
@@ -616,6 +658,9 @@ keel_status_t keel_dense(keel_stream_t *stream, const keel_dense_params_t *param
         TRY(check_ptr(stream, fn, "bias", p.bias, p.m, es));
     if (p.m == 0 || p.n == 0)
         return KEEL_OK;
+    TRY(check_overlap(fn, "Y", p.y, ey, "W", p.w, used ? ew : 0, es, 0));
+    TRY(check_overlap(fn, "Y", p.y, ey, "X", p.x, used ? ex : 0, es, 0));
+    TRY(check_overlap(fn, "Y", p.y, ey, "bias", p.bias, p.m, es, 0));
     if (!OPS_ENTRY(ops, dense))
         return missing(stream, fn);
     return ops->dense(stream->ctx, &p);

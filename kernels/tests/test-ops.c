@@ -899,6 +899,11 @@ KT_DEVICE_TEST(test_errors)
             keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 2, 4, 1, x, 4, 1, y, 4, KEEL_BROADCAST_NONE, x, 5));
     KT_FAIL(KEEL_ERROR_INVALID_POINTER,
             keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 2, 4, 1, x, 4, 1, host, 4, KEEL_BROADCAST_NONE, y, 4));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT,
+            keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 1, 8, 1, x, 8, 1, y, 8, KEEL_BROADCAST_NONE, x + 1, 8));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT,
+            keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 2, 8, 1, x, 8, 1, y + 4, 0, KEEL_BROADCAST_ROW, y, 8));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_softmax_rows(s, KEEL_F32, 2, 8, x, 8, x + 3, 8, 0));
     KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_reduce(s, KEEL_REDUCE_SUM, KEEL_F32, 4, 4, x, 4, (keel_reduce_axis_t)3, y));
     KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_reduce(s, KEEL_REDUCE_SUM, KEEL_F32, 1, 2000, x, 2000, KEEL_AXIS_ALL, y));
     KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_argmax_rows(s, KEEL_F32, 4, 0, x, 4, (int64_t *)y));
@@ -936,6 +941,8 @@ KT_DEVICE_TEST(test_errors)
     p.struct_size = 3;
     KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_gemm(s, &p));
     p.struct_size = sizeof p;
+    p.c = x + 4; /* C overlaps A and B */
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_gemm(s, &p));
     p.c = host;
     KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_gemm(s, &p));
     KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_gemv(s, KEEL_F32, KEEL_ROW_MAJOR, KEEL_NO_TRANS, 4, 4, 1, x, 4, x, 0, 0, y, 1));
