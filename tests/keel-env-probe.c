@@ -15,6 +15,7 @@
  *   props:<backend>:<i>        "props:... <STATUS> total=<n> name=<name>"
  *   loglevel                   "loglevel OK <n>"
  *   logcb                      installs a log callback that prints "cb <level> <message>"
+ *   nocb                       removes it again (lines go back to stderr)
  *   cross:<b1>:<b2>            copies between memory of device 0 of b1 and of b2: "cross:... <STATUS> <detail>"
  *   roundtrip:<backend>        allocates, copies in and out, checks: "roundtrip:... <STATUS> <detail>"
  *   peer:<b1>:<b2>             "peer:... <STATUS> <can_access>"
@@ -131,6 +132,8 @@ int main(int argc, char **argv)
             print_status(cmd, KEEL_OK, buf);
         } else if (strcmp(cmd, "logcb") == 0) {
             keel_log_set_callback(log_cb, NULL);
+        } else if (strcmp(cmd, "nocb") == 0) {
+            keel_log_set_callback(NULL, NULL);
         } else if (strncmp(cmd, "cross:", 6) == 0 || strncmp(cmd, "peer:", 5) == 0) {
             char b1[64], b2[64];
             const char *rest = strchr(cmd, ':') + 1;

@@ -299,6 +299,19 @@ KT_DEVICE_TEST(device_backend_index_and_name_round_trip)
     ck_assert_int_eq(idx_keep, 4242);
 }
 
+/* The name functions never return NULL, so a printf of them is always safe. */
+KT_DEVICE_TEST(device_name_of_a_bad_handle_is_a_string)
+{
+    const char *n = keel_device_name(NULL);
+    ck_assert_ptr_nonnull(n);
+    ck_assert_msg(n[0] != '\0', "keel_device_name(NULL) is empty");
+    n = keel_device_name((keel_device_t *)not_a_handle);
+    ck_assert_ptr_nonnull(n);
+    ck_assert_msg(strcmp(n, keel_device_name(dev)) != 0, "a bad handle got the name of %s", n);
+    n = keel_kernel_name(NULL);
+    ck_assert_ptr_nonnull(n);
+}
+
 KT_DEVICE_TEST(device_synchronize_works_and_rejects_bad_handles)
 {
     KT_OK(keel_device_synchronize(dev));
@@ -358,6 +371,7 @@ static Suite *suite(void)
     kt_add_device_test(td, device_memory_info_is_consistent);
     kt_add_device_test(td, device_backend_index_and_name_round_trip);
     kt_add_device_test(td, device_synchronize_works_and_rejects_bad_handles);
+    kt_add_device_test(td, device_name_of_a_bad_handle_is_a_string);
     kt_add_device_test(td, peer_access_queries);
     suite_add_tcase(s, td);
     return s;

@@ -343,6 +343,12 @@ START_TEST(log_callback_receives_the_lines_instead_of_stderr)
                   "the callback got no info line:\n%s", p.r.out);
     ck_assert_msg(p.r.err[0] == '\0', "with a callback, Keel still wrote to stderr: %s", p.r.err);
     done(&p);
+    /* NULL restores stderr. */
+    p = run(ENV("KEEL_LOG=info"), CMDS("logcb", "nocb", "init"));
+    EXPECT_STATUS(p, "init", "OK");
+    ck_assert_msg(strstr(p.r.out, "cb ") == NULL, "the removed callback still got lines:\n%s", p.r.out);
+    ck_assert_msg(p.r.err[0] != '\0', "after keel_log_set_callback(NULL), nothing reached stderr");
+    done(&p);
 }
 END_TEST
 

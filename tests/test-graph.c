@@ -179,6 +179,28 @@ KT_DEVICE_TEST(empty_capture_gives_a_graph_that_does_nothing)
     KT_OK(keel_stream_destroy(s));
 }
 
+/* Synchronous calls that run on a capturing default stream are refused. */
+KT_DEVICE_TEST(synchronous_calls_on_a_capturing_default_stream_are_busy)
+{
+    keel_stream_t *def = NULL;
+    KT_OK(keel_device_default_stream(dev, &def));
+    void *d = NULL;
+    unsigned char host[64];
+    KT_OK(keel_malloc(dev, 64, &d));
+    if (!begin_or_skip(def)) {
+        KT_OK(keel_free(d));
+        return;
+    }
+    KT_FAIL(KEEL_ERROR_BUSY, keel_memcpy(d, host, 64));
+    KT_FAIL(KEEL_ERROR_BUSY, keel_memset(d, 0, 64));
+    KT_FAIL(KEEL_ERROR_BUSY, keel_stream_synchronize(def));
+    keel_graph_t *g = NULL;
+    KT_OK(keel_stream_end_capture(def, &g));
+    KT_OK(keel_graph_destroy(g));
+    KT_OK(keel_memset(d, 0, 64));
+    KT_OK(keel_free(d));
+}
+
 KT_DEVICE_TEST(capture_functions_reject_bad_input)
 {
     keel_stream_t *s = NULL, *dead = NULL;
@@ -256,6 +278,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, captured_work_runs_only_when_replayed);
     kt_add_device_test(tc, captured_memsets_and_copies_replay);
     kt_add_device_test(tc, empty_capture_gives_a_graph_that_does_nothing);
+    kt_add_device_test(tc, synchronous_calls_on_a_capturing_default_stream_are_busy);
     kt_add_device_test(tc, capture_functions_reject_bad_input);
     kt_add_device_test(tc, graph_launch_checks_the_stream);
     suite_add_tcase(s, tc);

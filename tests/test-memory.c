@@ -393,6 +393,12 @@ KT_DEVICE_TEST(copies_between_devices_of_one_backend)
     KT_OK(keel_memcpy_async(dst, b, N, s));
     KT_OK(keel_stream_synchronize(s));
     ck_assert_msg(memcmp(src, dst, N) == 0, "%sasync copy across devices differs", kt_where());
+    /* Device memory of one device is not set or freed through another device's stream. */
+    keel_stream_t *mine = NULL;
+    KT_OK(keel_device_default_stream(dev, &mine));
+    KT_FAIL(KEEL_ERROR_DEVICE_MISMATCH, keel_memset_async(b, 0, 16, mine));
+    KT_FAIL(KEEL_ERROR_DEVICE_MISMATCH, keel_free_async(b, mine));
+    check_info(b, KEEL_MEMORY_DEVICE, other, b, N); /* the refused free left it alive */
     KT_OK(keel_stream_destroy(s));
     KT_OK(keel_free(a));
     KT_OK(keel_free(b));

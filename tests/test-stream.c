@@ -118,6 +118,13 @@ KT_DEVICE_TEST(priorities_are_clamped_to_the_range)
         ck_assert_msg(p == want, "%sasked %d in [%d, %d], got %d", kt_where(), asks[i], greatest, least, p);
         KT_OK(keel_stream_destroy(s));
     }
+    /* Either output may be NULL. */
+    int only = 1000;
+    KT_OK(keel_device_stream_priority_range(dev, &only, NULL));
+    ck_assert_int_eq(only, least);
+    KT_OK(keel_device_stream_priority_range(dev, NULL, &only));
+    ck_assert_int_eq(only, greatest);
+    KT_OK(keel_device_stream_priority_range(dev, NULL, NULL));
     int keep = 4242;
     KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_device_stream_priority_range(NULL, &keep, &keep));
     ck_assert_int_eq(keep, 4242);
