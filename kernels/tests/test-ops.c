@@ -745,6 +745,47 @@ KT_DEVICE_TEST(test_gemm_batched)
     run_gemm_case(dev, gemm_types[0], KEEL_ROW_MAJOR, 0, 0, 300, 257, 199, 1, 1.0, 0.0);
 }
 
+/* NaN and Inf in A reach C as IEEE arithmetic says: a NaN poisons its row,
+ * an Inf gives +-Inf (or NaN where Inf - Inf happens). */
+KT_DEVICE_TEST(test_gemm_nan)
+{
+    keel_stream_t *s = stream_of(dev);
+    for (size_t t = 0; t < sizeof gemm_types / sizeof gemm_types[0]; t++) {
+        gemm_types_t ty = gemm_types[t];
+        size_t m = 4, n = 5, k = 3;
+        double va[12], vb[15];
+        for (int i = 0; i < 12; i++)
+            va[i] = 1.0 + i * 0.125; /* row-major 4 x 3, all positive */
+        for (int i = 0; i < 15; i++)
+            vb[i] = 0.5 + i * 0.0625;
+        va[0 * 3 + 1] = NAN;      /* row 0 of C: NaN */
+        va[2 * 3 + 0] = INFINITY; /* row 2 of C: +Inf (B is positive) */
+        void *a = upload(dev, ty.in, va, 12), *b = upload(dev, ty.in, vb, 15), *c = poisoned(dev, 20 * 8);
+        keel_gemm_params_t p;
+        memset(&p, 0, sizeof p);
+        p.struct_size = sizeof p;
+        p.m = m, p.n = n, p.k = k, p.alpha = 1.0;
+        p.a_type = p.b_type = ty.in;
+        p.c_type = ty.out;
+        p.compute = ty.compute;
+        p.a = a, p.lda = k, p.b = b, p.ldb = n, p.c = c, p.ldc = n;
+        KT_OK(keel_gemm(s, &p));
+        double *got = download(dev, ty.out, c, 20);
+        for (size_t j = 0; j < n; j++) {
+            EXPECT(isnan(got[0 * n + j]), "%sgemm %s: C(0,%zu) = %g, expected NaN", kt_where(),
+                   keel_dtype_name(ty.in), j, got[j]);
+            EXPECT(isinf(got[2 * n + j]) && got[2 * n + j] > 0, "%sgemm %s: C(2,%zu) = %g, expected +Inf",
+                   kt_where(), keel_dtype_name(ty.in), j, got[2 * n + j]);
+            EXPECT(isfinite(got[1 * n + j]), "%sgemm %s: C(1,%zu) = %g, expected finite", kt_where(),
+                   keel_dtype_name(ty.in), j, got[n + j]);
+        }
+        free(got);
+        KT_OK(keel_free(a));
+        KT_OK(keel_free(b));
+        KT_OK(keel_free(c));
+    }
+}
+
 KT_DEVICE_TEST(test_gemv)
 {
     keel_stream_t *s = stream_of(dev);
@@ -1060,6 +1101,7 @@ static Suite *ops_suite(void)
     tcase_set_timeout(tc, 300);
     kt_add_device_test(tc, test_gemm);
     kt_add_device_test(tc, test_gemm_batched);
+    kt_add_device_test(tc, test_gemm_nan);
     kt_add_device_test(tc, test_gemv);
     kt_add_device_test(tc, test_dense);
     suite_add_tcase(s, tc);
