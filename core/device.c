@@ -119,8 +119,23 @@ keel_status_t keel__device_ready(struct keel_device *dev, const char *fn)
                 if (st != KEEL_OK && dev->plugin->device->close)
                     dev->plugin->device->close(dev->ctx);
             }
-            if (st == KEEL_OK)
+            if (st == KEEL_OK) {
+                keel_device_properties_t p;
+                memset(&p, 0, sizeof(p));
+                p.struct_size = sizeof(p);
+                if (dev->plugin->device->get_properties(dev->ctx, &p) == KEEL_OK) {
+                    dev->max_threads_per_block = p.max_threads_per_block > 0 ? (unsigned)p.max_threads_per_block : ~0u;
+                    for (int i = 0; i < 3; i++) {
+                        dev->max_block[i] = p.max_block_dim[i] > 0 ? (unsigned)p.max_block_dim[i] : ~0u;
+                        dev->max_grid[i] = p.max_grid_dim[i] > 0 ? (unsigned)p.max_grid_dim[i] : ~0u;
+                    }
+                } else {
+                    dev->max_threads_per_block = ~0u;
+                    for (int i = 0; i < 3; i++)
+                        dev->max_block[i] = dev->max_grid[i] = ~0u;
+                }
                 atomic_store_explicit(&dev->opened, 1, memory_order_release);
+            }
         }
         pthread_mutex_unlock(&dev->open_lock);
         if (st != KEEL_OK) {

@@ -55,6 +55,10 @@ struct keel_device {
     atomic_int opened;            /* 1 once open succeeded */
     void *ctx;
     struct keel_stream *default_stream;
+    /* Launch limits, read at open so a launch checks them without a call. */
+    unsigned max_threads_per_block;
+    unsigned max_block[3];
+    unsigned max_grid[3];
 };
 
 struct keel_stream {

@@ -218,6 +218,16 @@ static keel_status_t bad_dims(const char *what, keel_dim3_t d)
                            what, d.x, d.y, d.z);
 }
 
+static keel_status_t past_limits(const struct keel_device *dev, keel_dim3_t grid, keel_dim3_t block)
+{
+    return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT,
+                           "keel_launch_kernel: grid (%u, %u, %u) x block (%u, %u, %u) exceeds the limits of %s: "
+                           "block dims (%u, %u, %u), %u threads per block, grid dims (%u, %u, %u)",
+                           grid.x, grid.y, grid.z, block.x, block.y, block.z, dev->name, dev->max_block[0],
+                           dev->max_block[1], dev->max_block[2], dev->max_threads_per_block, dev->max_grid[0],
+                           dev->max_grid[1], dev->max_grid[2]);
+}
+
 keel_status_t keel_launch_kernel(keel_kernel_t *kernel, keel_dim3_t grid, keel_dim3_t block, size_t shared_bytes,
                                  keel_stream_t *stream, void **args)
 {
@@ -230,6 +240,11 @@ keel_status_t keel_launch_kernel(keel_kernel_t *kernel, keel_dim3_t grid, keel_d
         return bad_dims("grid", grid);
     if (KEEL__UNLIKELY(!block.x || !block.y || !block.z))
         return bad_dims("block", block);
+    const struct keel_device *d = kernel->device;
+    if (KEEL__UNLIKELY(block.x > d->max_block[0] || block.y > d->max_block[1] || block.z > d->max_block[2] ||
+                       (uint64_t)block.x * block.y * block.z > d->max_threads_per_block || grid.x > d->max_grid[0] ||
+                       grid.y > d->max_grid[1] || grid.z > d->max_grid[2]))
+        return past_limits(d, grid, block);
     return kernel->device->plugin->kernel->launch(kernel->ctx, grid, block, shared_bytes, stream->ctx, args);
 }
 

@@ -75,6 +75,11 @@ keel_status_t keel_free(void *ptr)
     if (keel__registry_remove(ptr, &a) != KEEL_OK)
         return unknown_pointer("keel_free", ptr);
     struct keel_device *d = a.device;
+    if (atomic_load(&d->default_stream->capturing)) {
+        keel__registry_add(ptr, a.size, a.kind, d, a.stream_ordered);
+        return keel__set_error(KEEL_ERROR_BUSY, "keel_free: the default stream of %s is capturing a graph; free after "
+                               "the capture ends", d->name);
+    }
     /* As cudaFree: no queued work may still touch the memory. */
     keel_status_t st = d->plugin->device->synchronize(d->ctx);
     if (st != KEEL_OK)
@@ -127,6 +132,9 @@ keel_status_t keel_free_async(void *ptr, keel_stream_t *stream)
     CHECK_STREAM(stream, "keel_free_async");
     if (!ptr)
         return KEEL_OK;
+    if (atomic_load(&stream->capturing))
+        return keel__set_error(KEEL_ERROR_BUSY, "keel_free_async: the stream is capturing a graph; a stream-ordered "
+                               "free cannot be captured (each replay would free the block again)");
     keel__alloc_t a;
     if (!keel__registry_find(ptr, &a) || a.base != (uintptr_t)ptr) {
         keel__registry_remove(ptr, NULL); /* words the interior-pointer case */

@@ -14,5 +14,6 @@
 #include "keel/kernel.h"
 #include "keel/graph.h"
 #include "keel/log.h"
+#include "keel/ops.h"
 
 #endif /* KEEL_H */

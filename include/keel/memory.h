@@ -93,7 +93,8 @@ KEEL_API keel_status_t keel_memset_async(void *ptr, int value, size_t bytes, kee
  *        already enqueued on the default stream of the device involved.
  * @return KEEL_ERROR_OUT_OF_RANGE when a Keel allocation is too small;
  *         KEEL_ERROR_DEVICE_MISMATCH when the two sides are on devices of
- *         different backends.
+ *         different backends (the CPU backend's memory counts as host memory
+ *         to the other backends, so copies between it and a GPU work).
  */
 KEEL_API keel_status_t keel_memcpy(void *dst, const void *src, size_t bytes);
 

@@ -100,7 +100,9 @@ KEEL_API void keel_version(int *major, int *minor, int *patch);
  * @return KEEL_OK; KEEL_ERROR_INVALID_ENVIRONMENT if a KEEL_* variable holds
  *         garbage (the detail names the variable and the valid values);
  *         KEEL_ERROR_BACKEND_UNAVAILABLE if KEEL_BACKEND names backends none
- *         of which can be used (the detail says why each failed). Backend
+ *         of which can be used (the detail says why each failed);
+ *         KEEL_ERROR_NO_DEVICE if KEEL_DEVICE is past the selected backend's
+ *         devices. Backend
  *         listing works after either failure, so tools can report.
  */
 KEEL_API keel_status_t keel_init(void);

@@ -56,7 +56,8 @@ KEEL_API keel_status_t keel_device_stream_priority_range(keel_device_t *device, 
 /** @brief Block until all work enqueued on @p stream is done. Returns the first asynchronous error it met. */
 KEEL_API keel_status_t keel_stream_synchronize(keel_stream_t *stream);
 
-/** @brief KEEL_OK if all enqueued work is done, KEEL_ERROR_NOT_READY if not. */
+/** @brief KEEL_OK if all enqueued work is done, KEEL_ERROR_NOT_READY if not
+ *         (a NOT_READY answer leaves keel_last_error() alone). */
 KEEL_API keel_status_t keel_stream_query(keel_stream_t *stream);
 
 /** @brief Device of a stream. */
@@ -68,7 +69,8 @@ KEEL_API keel_status_t keel_stream_get_priority(keel_stream_t *stream, int *prio
 /** @brief Work after this call on @p stream waits until @p event has completed. The event may be of another stream or another device of the same backend. */
 KEEL_API keel_status_t keel_stream_wait_event(keel_stream_t *stream, keel_event_t *event);
 
-/** @brief A host function enqueued on a stream. It must not call Keel functions that wait on streams. */
+/** @brief A host function enqueued on a stream. It must not call Keel functions that wait on streams
+ *         (synchronizing or destroying its own stream would deadlock). */
 typedef void (*keel_host_fn_t)(void *user_data);
 
 /**
@@ -99,7 +101,7 @@ KEEL_API keel_status_t keel_event_record(keel_event_t *event, keel_stream_t *str
 /** @brief Block until the work captured by the last record is done (KEEL_OK at once if never recorded). */
 KEEL_API keel_status_t keel_event_synchronize(keel_event_t *event);
 
-/** @brief KEEL_OK if the recorded work is done, KEEL_ERROR_NOT_READY if not. */
+/** @brief KEEL_OK if the recorded work is done, KEEL_ERROR_NOT_READY if not (leaving keel_last_error() alone). */
 KEEL_API keel_status_t keel_event_query(keel_event_t *event);
 
 /**
