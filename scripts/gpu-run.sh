@@ -138,29 +138,33 @@ run_tests() {
 
 run_bench() {
     phase=$(date +%s)
-    for b in bench/keel-bench-cuda kernels/bench/keel-bench-ops-cuda; do
-        [ -e "$BUILD/$b" ] || { note "bench $b: not built"; continue; }
-        budget=$(left "$BENCH_BUDGET" "$phase")
-        [ "$budget" -gt 0 ] || { note "bench $b: not run (bench budget spent)"; continue; }
-        out=$OUTDIR/$(basename "$b").txt
-        echo "\$ KEEL_BACKEND=cuda $b" >"$out"
-        KEEL_BACKEND=cuda timeout "$budget" "$(real_binary "$BUILD/$b")" >>"$out" 2>&1
-        note "bench $b: rc=$?"
-        cat "$out"
-    done
+    bench_one bench/keel-bench-cuda
     # The staging pipeline's knobs: host threads and chunk size.
     b=$BUILD/bench/keel-bench-cuda
-    [ -e "$b" ] || return
-    sweep=$OUTDIR/pageable-sweep.txt
-    : >"$sweep"
-    for cfg in ${PAGEABLE_SWEEP:-4:4096 8:4096 12:4096 8:2048 8:8192 16:4096}; do
-        budget=$(left "$BENCH_BUDGET" "$phase")
-        [ "$budget" -gt 0 ] || break
-        echo "KEEL_CUDA_COPY_THREADS=${cfg%%:*} KEEL_CUDA_STAGING_CHUNK_KB=${cfg#*:}" >>"$sweep"
-        KEEL_BACKEND=cuda KEEL_CUDA_COPY_THREADS=${cfg%%:*} KEEL_CUDA_STAGING_CHUNK_KB=${cfg#*:} \
-            timeout "$budget" "$(real_binary "$b")" --quick --pageable 2>&1 | grep -E "^pageable|check" >>"$sweep"
-    done
-    cat "$sweep"
+    if [ -e "$b" ]; then
+        sweep=$OUTDIR/pageable-sweep.txt
+        : >"$sweep"
+        for cfg in ${PAGEABLE_SWEEP:-4:4096 8:4096 12:4096 8:8192}; do
+            budget=$(left "$BENCH_BUDGET" "$phase")
+            [ "$budget" -gt 0 ] || break
+            echo "KEEL_CUDA_COPY_THREADS=${cfg%%:*} KEEL_CUDA_STAGING_CHUNK_KB=${cfg#*:}" >>"$sweep"
+            KEEL_BACKEND=cuda KEEL_CUDA_COPY_THREADS=${cfg%%:*} KEEL_CUDA_STAGING_CHUNK_KB=${cfg#*:} \
+                timeout "$budget" "$(real_binary "$b")" --quick --pageable 2>&1 | grep -E "^pageable|check" >>"$sweep"
+        done
+        cat "$sweep"
+    fi
+    bench_one kernels/bench/keel-bench-ops-cuda
+}
+
+bench_one() {
+    [ -e "$BUILD/$1" ] || { note "bench $1: not built"; return; }
+    budget=$(left "$BENCH_BUDGET" "$phase")
+    [ "$budget" -gt 0 ] || { note "bench $1: not run (bench budget spent)"; return; }
+    out=$OUTDIR/$(basename "$1").txt
+    echo "\$ KEEL_BACKEND=cuda $1" >"$out"
+    KEEL_BACKEND=cuda timeout "$budget" "$(real_binary "$BUILD/$1")" >>"$out" 2>&1
+    note "bench $1: rc=$?"
+    cat "$out"
 }
 
 run_sanitize() {
