@@ -410,7 +410,7 @@ template <typename T> __device__ inline void store_double(T *out, size_t i, doub
 
 // Whole array, pass 1: each block reduces a grid-stride share into part[block].
 template <typename T, int OP, bool VEC>
-__global__ void reduce_all_kernel(const T *__restrict__ x, size_t rows, size_t cols, size_t ld, double *part)
+__global__ void __launch_bounds__(512) reduce_all_kernel(const T *__restrict__ x, size_t rows, size_t cols, size_t ld, double *part)
 {
     typedef typename Num<T>::C C;
     C acc = rinit<OP, C>();
@@ -438,7 +438,7 @@ __global__ void reduce_all_kernel(const T *__restrict__ x, size_t rows, size_t c
 }
 
 // Pass 2: one block combines the partial results and writes the value.
-template <typename T, int OP> __global__ void reduce_final_kernel(const double *part, int nparts, size_t count, T *out)
+template <typename T, int OP> __global__ void __launch_bounds__(1024) reduce_final_kernel(const double *part, int nparts, size_t count, T *out)
 {
     double acc = rinit<OP, double>();
     for (int i = threadIdx.x; i < nparts; i += blockDim.x)
@@ -450,7 +450,7 @@ template <typename T, int OP> __global__ void reduce_final_kernel(const double *
 
 // Each row: one block per row (grid-stride over rows).
 template <typename T, int OP>
-__global__ void reduce_rows_kernel(const T *__restrict__ x, size_t rows, size_t cols, size_t ld, T *out)
+__global__ void __launch_bounds__(512) reduce_rows_kernel(const T *__restrict__ x, size_t rows, size_t cols, size_t ld, T *out)
 {
     typedef typename Num<T>::C C;
     for (size_t i = blockIdx.x; i < rows; i += gridDim.x) {
@@ -590,7 +590,7 @@ template <typename C> __device__ inline void amax_merge(C &v, long long &i, C v2
 }
 
 template <typename T>
-__global__ void argmax_rows_kernel(const T *__restrict__ x, size_t rows, size_t cols, size_t ld, int64_t *out)
+__global__ void __launch_bounds__(1024) argmax_rows_kernel(const T *__restrict__ x, size_t rows, size_t cols, size_t ld, int64_t *out)
 {
     typedef typename Num<T>::C C;
     __shared__ C sv[32];
@@ -710,7 +710,7 @@ template <typename T, bool VEC> struct RowPack {
 // written once: max pass, exp pass (in the cache), scale pass. Without the
 // cache, one online (max, sum) pass and one write pass.
 template <typename T, bool CACHE, bool VEC>
-__global__ void softmax_kernel(const T *__restrict__ x, size_t ldx, T *__restrict__ y, size_t ldy, size_t rows,
+__global__ void __launch_bounds__(1024) softmax_kernel(const T *__restrict__ x, size_t ldx, T *__restrict__ y, size_t ldy, size_t rows,
                                size_t cols, int lg)
 {
     typedef RowPack<T, VEC> RP;
@@ -832,7 +832,7 @@ template <typename C> __device__ WF<C> block_wf(WF<C> v)
 }
 
 template <typename T, bool CACHE, bool VEC>
-__global__ void layernorm_kernel(const T *__restrict__ x, size_t ldx, const T *__restrict__ gamma,
+__global__ void __launch_bounds__(1024) layernorm_kernel(const T *__restrict__ x, size_t ldx, const T *__restrict__ gamma,
                                  const T *__restrict__ beta, double eps, T *__restrict__ y, size_t ldy, size_t rows,
                                  size_t cols)
 {
