@@ -448,16 +448,28 @@ template <typename T, int OP> __global__ void __launch_bounds__(1024) reduce_fin
         store_double(out, 0, rfinal<OP>(acc, count));
 }
 
-// Each row: one block per row (grid-stride over rows).
-template <typename T, int OP>
+// Each row: one block per row (grid-stride over rows), 16-byte packs when
+// VEC (x aligned, cols and ld multiples of the pack).
+template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(512) reduce_rows_kernel(const T *__restrict__ x, size_t rows, size_t cols, size_t ld, T *out)
 {
     typedef typename Num<T>::C C;
     for (size_t i = blockIdx.x; i < rows; i += gridDim.x) {
         const T *row = x + i * ld;
         C acc = rinit<OP, C>();
-        for (size_t j = threadIdx.x; j < cols; j += blockDim.x)
-            acc = rcombine<OP>(acc, rmap<OP>(Num<T>::ld(row[j])));
+        if (VEC) {
+            constexpr int N = Pack<T>::N;
+            const Pack<T> *rp = reinterpret_cast<const Pack<T> *>(row);
+            for (size_t p = threadIdx.x; p < cols / N; p += blockDim.x) {
+                Pack<T> pk = rp[p];
+#pragma unroll
+                for (int k = 0; k < N; k++)
+                    acc = rcombine<OP>(acc, rmap<OP>(Num<T>::ld(pk.v[k])));
+            }
+        } else {
+            for (size_t j = threadIdx.x; j < cols; j += blockDim.x)
+                acc = rcombine<OP>(acc, rmap<OP>(Num<T>::ld(row[j])));
+        }
         double r = block_reduce<OP, double>((double)acc);
         if (threadIdx.x == 0)
             store_double(out, i, rfinal<OP>(r, cols));
@@ -529,9 +541,15 @@ cudaError_t launch_reduce_op(cudaStream_t s, int axis, size_t rows, size_t cols,
             reduce_all_kernel<T, OP, false><<<g, 512, 0, s>>>(x, rows, cols, ld, part);
         reduce_final_kernel<T, OP><<<1, 1024, 0, s>>>(part, (int)g, n, out);
     } else if (axis == AX_ROWS) {
-        int threads = cols >= 4096 ? 512 : cols >= 512 ? 256 : cols >= 64 ? 64 : 32;
+        constexpr size_t N = Pack<T>::N;
+        bool vec = aligned16(x) && cols % N == 0 && (rows == 1 || ld % N == 0);
+        size_t units = vec ? cols / N : cols;
+        int threads = units >= 2048 ? 512 : units >= 512 ? 256 : units >= 64 ? 64 : 32;
         size_t g = rows < 65536 * 4 ? rows : 65536 * 4;
-        reduce_rows_kernel<T, OP><<<(unsigned)g, threads, 0, s>>>(x, rows, cols, ld, out);
+        if (vec)
+            reduce_rows_kernel<T, OP, true><<<(unsigned)g, threads, 0, s>>>(x, rows, cols, ld, out);
+        else
+            reduce_rows_kernel<T, OP, false><<<(unsigned)g, threads, 0, s>>>(x, rows, cols, ld, out);
     } else {
         size_t gx = (cols + 31) / 32;
         // Enough blocks to fill the device: slice the rows when the columns alone are too few.
