@@ -601,6 +601,8 @@ int kt_main(int argc, char **argv, Suite *suite, int needs_devices, int multi_de
     alarm(to && *to ? (unsigned)atoi(to) : 300);
 
     (void)argc;
+    /* Line-buffered even into a log file, so a hang or a crash keeps what came before. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     const char *s = getenv("KEEL_TEST_SEED");
     seed = s && *s ? strtoul(s, NULL, 10) : (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16);
     printf("%s: random seed %lu (set KEEL_TEST_SEED to repeat)\n", argv[0], seed);
