@@ -101,6 +101,33 @@ static inline uint16_t keel__f64_to_bf16(double d)
     return keel__f32_to_bf16(keel__f64_to_f32_odd(d));
 }
 
+/* exp for f32 without branches or calls, so loops that use it vectorize:
+ * e^x = 2^n e^r with n = round(x / ln 2), |r| <= ln 2 / 2, e^r by its Taylor
+ * polynomial to degree 7 (truncation below 2^-27), 2^n built in two halves so
+ * that subnormal results come out right. Within 2 ulp of expf; exact
+ * overflow to Inf, underflow to 0, NaN passed through. */
+static inline float keel__expf(float x)
+{
+    float xc = x > 88.8f ? 88.8f : x < -104.0f ? -104.0f : x;
+    float nf = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = xc - nf * 0.693359375f;  /* ln 2 split: the high part has 9 bits, so nf * hi is exact */
+    r = r - nf * -2.12194440e-4f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int n = (int)nf, n1 = n >> 1, n2 = n - n1;
+    float s1 = keel__u2f((uint32_t)(n1 + 127) << 23), s2 = keel__u2f((uint32_t)(n2 + 127) << 23);
+    float v = p * s1 * s2;
+    v = x > 88.72283935546875f ? INFINITY : v;
+    v = x < -103.972084045410f ? 0.0f : v;
+    return x != x ? x : v;
+}
+
 /* n elements of a 16/32-bit dtype at src (element offset applied by the
  * caller) to f32, and back. */
 static inline void keel__load_f32(keel_dtype_t dt, const void *src, size_t n, float *dst)

@@ -14,6 +14,9 @@
 #include "backends/cpu/cpu_enqueue.h"
 
 #define TILE KEEL_CPU_TILE
+
+/* The branch-free f32 exp (vectorizes); libm's for f64. */
+#define EXP_T(v) _Generic((v), float: keel__expf, default: exp)(v)
 #define GRAIN KEEL_CPU_GRAIN
 
 static size_t rows_grain(size_t cols)
@@ -269,7 +272,7 @@ static keel_status_t cpu_transpose(void *s, keel_dtype_t dt, size_t rows, size_t
             break;                                                                                 \
         case KEEL_UNARY_EXP:                                                                       \
             for (size_t i = 0; i < n; i++)                                                         \
-                y[i] = exp(x[i]);                                                                  \
+                y[i] = EXP_T(x[i]);                                                                \
             break;                                                                                 \
         case KEEL_UNARY_LOG:                                                                       \
             for (size_t i = 0; i < n; i++)                                                         \
@@ -287,19 +290,20 @@ static keel_status_t cpu_transpose(void *s, keel_dtype_t dt, size_t rows, size_t
             for (size_t i = 0; i < n; i++)                                                         \
                 y[i] = half * x[i] * (one + erf(x[i] * (T)0.70710678118654752440));                \
             break;                                                                                 \
-        case KEEL_UNARY_GELU_TANH:                                                                 \
+        case KEEL_UNARY_GELU_TANH: /* x/2 (1 + tanh z) = x sigmoid(2z): one exp, stable at both ends */ \
             for (size_t i = 0; i < n; i++) {                                                       \
                 T v = x[i];                                                                        \
-                y[i] = half * v * (one + tanh((T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v))); \
+                T z2 = (T)1.59576912160573071176 * (v + (T)0.044715 * v * v * v);                  \
+                y[i] = v / (one + EXP_T(-z2));                                                     \
             }                                                                                      \
             break;                                                                                 \
         case KEEL_UNARY_SILU:                                                                      \
             for (size_t i = 0; i < n; i++)                                                         \
-                y[i] = x[i] / (one + exp(-x[i]));                                                  \
+                y[i] = x[i] / (one + EXP_T(-x[i]));                                                \
             break;                                                                                 \
         case KEEL_UNARY_SIGMOID:                                                                   \
             for (size_t i = 0; i < n; i++)                                                         \
-                y[i] = one / (one + exp(-x[i]));                                                   \
+                y[i] = one / (one + EXP_T(-x[i]));                                                 \
             break;                                                                                 \
         case KEEL_UNARY_TANH:                                                                      \
             for (size_t i = 0; i < n; i++)                                                         \
@@ -827,33 +831,32 @@ typedef struct {
     double eps;
 } rowop_args_t;
 
-/* Softmax of one row in three passes: max, sum of exp, write. The max pass
- * propagates NaN so a row holding one becomes NaN. */
+/* Softmax of one row: the max (NaN-propagating, so a row holding NaN
+ * becomes NaN), then exp(x - max) a tile at a time (written to y, or to a
+ * stack tile for log-softmax) with its sum, then the scaling pass. Each
+ * loop is a plain one the compiler vectorizes; sums and max go through the
+ * lane reductions of keel_reduce. */
 #define DEFINE_SOFTMAX(T)                                                                  \
     static void softmax_##T(const T *x, T *y, size_t n, int lg)                            \
     {                                                                                      \
-        T m = x[0];                                                                        \
-        int nan = 0;                                                                       \
-        for (size_t j = 0; j < n; j++) {                                                   \
-            m = x[j] > m ? x[j] : m;                                                       \
-            nan |= x[j] != x[j];                                                           \
+        racc_t mx = {0, 0}, sum = {0, 0};                                                  \
+        rseg_##T(KEEL_REDUCE_MAX, x, n, &mx);                                              \
+        const T m = (T)mx.s;                                                               \
+        T t[TILE];                                                                         \
+        for (size_t off = 0; off < n; off += TILE) {                                       \
+            size_t c = n - off < TILE ? n - off : TILE;                                    \
+            T *o = lg ? t : y + off;                                                       \
+            const T *xs = x + off;                                                         \
+            for (size_t j = 0; j < c; j++)                                                 \
+                o[j] = EXP_T(xs[j] - m);                                                   \
+            rseg_##T(KEEL_REDUCE_SUM, o, c, &sum);                                         \
         }                                                                                  \
-        if (nan)                                                                           \
-            m = (T)NAN;                                                                    \
-        double s = 0;                                                                      \
         if (lg) {                                                                          \
-            for (size_t j = 0; j < n; j++)                                                 \
-                s += exp(x[j] - m);                                                        \
-            T l = (T)log(s) + m;                                                           \
+            const T l = (T)log(sum.s) + m;                                                 \
             for (size_t j = 0; j < n; j++)                                                 \
                 y[j] = x[j] - l;                                                           \
         } else {                                                                           \
-            for (size_t j = 0; j < n; j++) {                                               \
-                T e = exp(x[j] - m);                                                       \
-                y[j] = e;                                                                  \
-                s += e;                                                                    \
-            }                                                                              \
-            T r = (T)(1.0 / s);                                                            \
+            const T r = (T)(1.0 / sum.s);                                                  \
             for (size_t j = 0; j < n; j++)                                                 \
                 y[j] *= r;                                                                 \
         }                                                                                  \
@@ -865,29 +868,22 @@ DEFINE_SOFTMAX(double)
  * the size of the row. */
 static void softmax_half(keel_dtype_t dt, const uint16_t *x, uint16_t *y, size_t n, int lg)
 {
-    float t[TILE], m;
-    int nan = 0;
-    keel__load_f32(dt, x, 1, &m);
+    float t[TILE];
+    racc_t mx = {0, 0}, sum = {0, 0};
     for (size_t off = 0; off < n; off += TILE) {
         size_t c = n - off < TILE ? n - off : TILE;
         keel__load_f32(dt, x + off, c, t);
-        for (size_t j = 0; j < c; j++) {
-            m = t[j] > m ? t[j] : m;
-            nan |= t[j] != t[j];
-        }
+        rseg_float(KEEL_REDUCE_MAX, t, c, &mx);
     }
-    if (nan)
-        m = NAN;
-    double s = 0;
+    const float m = (float)mx.s;
     for (size_t off = 0; off < n; off += TILE) {
         size_t c = n - off < TILE ? n - off : TILE;
         keel__load_f32(dt, x + off, c, t);
-        float ps = 0;
         for (size_t j = 0; j < c; j++)
-            ps += expf(t[j] - m);
-        s += ps;
+            t[j] = keel__expf(t[j] - m);
+        rseg_float(KEEL_REDUCE_SUM, t, c, &sum);
     }
-    float l = (float)log(s) + m, r = (float)(1.0 / s);
+    const float l = (float)log(sum.s) + m, r = (float)(1.0 / sum.s);
     for (size_t off = 0; off < n; off += TILE) {
         size_t c = n - off < TILE ? n - off : TILE;
         keel__load_f32(dt, x + off, c, t);
@@ -896,7 +892,7 @@ static void softmax_half(keel_dtype_t dt, const uint16_t *x, uint16_t *y, size_t
                 t[j] = t[j] - l;
         else
             for (size_t j = 0; j < c; j++)
-                t[j] = expf(t[j] - m) * r;
+                t[j] = keel__expf(t[j] - m) * r;
         keel__store_f32(dt, y + off, c, t);
     }
 }

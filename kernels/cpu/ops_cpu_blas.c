@@ -391,6 +391,13 @@ static void dense_epilogue(void *arg, size_t b, size_t e)
                     o[i] = v < 0 ? 0.0f : v;
                 }
                 break;
+            case KEEL_ACT_GELU: /* x sigmoid(2z), as the unary GELU_TANH */
+                for (size_t i = 0; i < c; i++) {
+                    float v = src[off + i] + bt[i];
+                    float z2 = 1.59576912160573071176f * (v + 0.044715f * v * v * v);
+                    o[i] = v / (1.0f + keel__expf(-z2));
+                }
+                break;
             default:
                 for (size_t i = 0; i < c; i++)
                     o[i] = act_f(p->act, src[off + i] + bt[i]);
