@@ -128,6 +128,39 @@ static inline float keel__expf(float x)
     return x != x ? x : v;
 }
 
+/* The same conversions without branches: every case is computed and the
+ * right one selected, so the array loops below vectorize. The branchy forms
+ * above stay as the readable reference (the tests compare against them). */
+static inline float keel__f16_to_f32_v(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    uint32_t normal = sign | ((e + 112u) << 23) | (m << 13);
+    uint32_t special = sign | 0x7f800000u | (m << 13);
+    uint32_t sub = sign | keel__f2u((float)(int32_t)m * 0x1p-24f);
+    return keel__u2f(e == 0x1f ? special : e == 0 ? sub : normal);
+}
+
+static inline uint16_t keel__f32_to_f16_v(float f)
+{
+    uint32_t x = keel__f2u(f);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t ax = x & 0x7fffffffu;
+    uint32_t special = 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0u);
+    uint32_t sub = keel__f2u(keel__u2f(ax) + 0.5f) - 0x3f000000u;
+    uint32_t normal = (ax + 0xc8000fffu + ((ax >> 13) & 1u)) >> 13;
+    uint32_t r = ax >= 0x7f800000u ? special : ax >= 0x477ff000u ? 0x7c00u : ax < 0x38800000u ? sub : normal;
+    return (uint16_t)(sign | r);
+}
+
+static inline uint16_t keel__f32_to_bf16_v(float f)
+{
+    uint32_t x = keel__f2u(f);
+    uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    uint32_t quiet = (x >> 16) | 0x40u;
+    return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+}
+
 /* n elements of a 16/32-bit dtype at src (element offset applied by the
  * caller) to f32, and back. */
 static inline void keel__load_f32(keel_dtype_t dt, const void *src, size_t n, float *dst)
@@ -137,7 +170,7 @@ static inline void keel__load_f32(keel_dtype_t dt, const void *src, size_t n, fl
     } else if (dt == KEEL_F16) {
         const uint16_t *s = src;
         for (size_t i = 0; i < n; i++)
-            dst[i] = keel__f16_to_f32(s[i]);
+            dst[i] = keel__f16_to_f32_v(s[i]);
     } else {
         const uint16_t *s = src;
         for (size_t i = 0; i < n; i++)
@@ -152,11 +185,11 @@ static inline void keel__store_f32(keel_dtype_t dt, void *dst, size_t n, const f
     } else if (dt == KEEL_F16) {
         uint16_t *d = dst;
         for (size_t i = 0; i < n; i++)
-            d[i] = keel__f32_to_f16(src[i]);
+            d[i] = keel__f32_to_f16_v(src[i]);
     } else {
         uint16_t *d = dst;
         for (size_t i = 0; i < n; i++)
-            d[i] = keel__f32_to_bf16(src[i]);
+            d[i] = keel__f32_to_bf16_v(src[i]);
     }
 }
 
