@@ -1,14 +1,15 @@
 /* CPU GEMM, GEMV and the dense layer: OpenBLAS (cblas) when configure found
  * it, plain loops otherwise. f16 and bf16 operands are widened to f32 into
- * buffers allocated when the call is enqueued (so running out of memory is an
- * error the caller sees, not a failure on a worker thread), multiplied in
- * f32, and narrowed on the way out. The core hands every call over in
- * column-major form (keel/backend_ops.h). */
+ * buffers that each run allocates and frees itself (a call captured in a
+ * graph runs many times, possibly on two streams at once), multiplied in
+ * f32, and narrowed on the way out. If those buffers cannot be had, the run
+ * takes a direct loop that converts element by element: slow, but right, as
+ * a worker thread has no caller to report to. The core hands every call over
+ * in column-major form (keel/backend_ops.h). */
 #include "config.h"
 #include <stdlib.h>
 #include "kernels/cpu/cpu_ops.h"
 #include "backends/cpu/cpu_enqueue.h"
-#include "core/internal.h"
 #ifdef HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -27,6 +28,32 @@ static void narrow(keel_dtype_t dt, const float *src, size_t r, size_t c, void *
 {
     for (size_t j = 0; j < c; j++)
         keel__store_f32(dt, (uint16_t *)dst + j * ld, r, src + j * r);
+}
+
+static inline float load1(keel_dtype_t dt, const void *p, size_t i)
+{
+    return dt == KEEL_F32 ? ((const float *)p)[i]
+           : dt == KEEL_F16 ? keel__f16_to_f32(((const uint16_t *)p)[i])
+                            : keel__bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+static inline void store1(keel_dtype_t dt, void *p, size_t i, float v)
+{
+    if (dt == KEEL_F32)
+        ((float *)p)[i] = v;
+    else if (dt == KEEL_F16)
+        ((uint16_t *)p)[i] = keel__f32_to_f16(v);
+    else
+        ((uint16_t *)p)[i] = keel__f32_to_bf16(v);
+}
+
+/* f32 buffer of r x c, or NULL (also for an empty one). */
+static float *alloc_f32(size_t r, size_t c)
+{
+    size_t bytes;
+    if (r == 0 || c == 0 || __builtin_mul_overflow(r * c, sizeof(float), &bytes))
+        return NULL;
+    return malloc(bytes);
 }
 
 #ifndef HAVE_OPENBLAS
@@ -124,14 +151,29 @@ DEFINE_SCALE(double)
 /* ======================================================================== */
 
 typedef struct {
-    keel_gemm_params_t p;
-    float *wa, *wb, *wc; /* f32 work buffers for 16-bit operands; freed by the runner */
-} gemm_run_t;
+    float *wa, *wb, *wc; /* f32 work buffers for 16-bit operands */
+} gemm_work_t;
+
+/* 16-bit GEMM without buffers, for when they could not be allocated. */
+static void gemm_direct_half(const keel_gemm_params_t *p, const char *A, const char *B, char *C)
+{
+    int ta = p->transa == KEEL_TRANS, tb = p->transb == KEEL_TRANS;
+    for (size_t j = 0; j < p->n; j++)
+        for (size_t i = 0; i < p->m; i++) {
+            float acc = 0;
+            for (size_t l = 0; l < p->k; l++)
+                acc += load1(p->a_type, A, ta ? l + i * p->lda : i + l * p->lda) *
+                       load1(p->b_type, B, tb ? j + l * p->ldb : l + j * p->ldb);
+            float v = (float)p->alpha * acc;
+            if (p->beta != 0)
+                v += (float)p->beta * load1(p->c_type, C, i + j * p->ldc);
+            store1(p->c_type, C, i + j * p->ldc, v);
+        }
+}
 
 /* One product of the batch, column-major. */
-static void gemm_one(const gemm_run_t *r, size_t bi)
+static void gemm_one(const keel_gemm_params_t *p, const gemm_work_t *r, size_t bi)
 {
-    const keel_gemm_params_t *p = &r->p;
     size_t m = p->m, n = p->n, k = p->k;
     int ta = p->transa == KEEL_TRANS, tb = p->transb == KEEL_TRANS;
     size_t ces = keel__esize(p->c_type), ies = keel__esize(p->a_type);
@@ -145,6 +187,10 @@ static void gemm_one(const gemm_run_t *r, size_t bi)
         else
             dgemm(ta, tb, m, n, k, p->alpha, (const double *)A, p->lda, (const double *)B, p->ldb, p->beta,
                   (double *)C, p->ldc);
+        return;
+    }
+    if (p->a_type != KEEL_F32 && ((k && (!r->wa || !r->wb)) || (p->c_type != KEEL_F32 && !r->wc))) {
+        gemm_direct_half(p, A, B, C);
         return;
     }
     const float *fa = (const float *)A, *fb = (const float *)B;
@@ -177,62 +223,50 @@ static void gemm_one(const gemm_run_t *r, size_t bi)
 
 static void gemm_run(void *payload)
 {
-    gemm_run_t *r = payload;
-    for (size_t b = 0; b < r->p.batch_count; b++)
-        gemm_one(r, b);
-    free(r->wa);
-    free(r->wb);
-    free(r->wc);
-}
-
-static keel_status_t alloc_f32(float **out, size_t r, size_t c, const char *what)
-{
-    size_t bytes;
-    *out = NULL;
-    if (r == 0 || c == 0)
-        return KEEL_OK;
-    if (__builtin_mul_overflow(r * c, sizeof(float), &bytes) || !(*out = malloc(bytes)))
-        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_gemm: no host memory for the f32 copy of %s (%zu x %zu)",
-                               what, r, c);
-    return KEEL_OK;
+    const keel_gemm_params_t *p = payload;
+    gemm_work_t w = {NULL, NULL, NULL};
+    if (p->a_type == KEEL_F16 || p->a_type == KEEL_BF16) {
+        if (p->k) {
+            w.wa = alloc_f32(p->m, p->k);
+            w.wb = alloc_f32(p->k, p->n);
+        }
+        if (p->c_type != KEEL_F32)
+            w.wc = alloc_f32(p->m, p->n);
+    }
+    for (size_t b = 0; b < p->batch_count; b++)
+        gemm_one(p, &w, b);
+    free(w.wa);
+    free(w.wb);
+    free(w.wc);
 }
 
 keel_status_t keel__cpu_gemm(void *s, const keel_gemm_params_t *p)
 {
-    gemm_run_t r = {*p, NULL, NULL, NULL};
-    keel_status_t st = KEEL_OK;
-    if (p->a_type == KEEL_F16 || p->a_type == KEEL_BF16) {
-        if (p->k) {
-            st = alloc_f32(&r.wa, p->m, p->k, "A");
-            if (!st)
-                st = alloc_f32(&r.wb, p->k, p->n, "B");
-        }
-        if (!st && p->c_type != KEEL_F32)
-            st = alloc_f32(&r.wc, p->m, p->n, "C");
-    }
-    if (!st)
-        st = keel__cpu_enqueue(s, gemm_run, &r, sizeof(r));
-    if (st) {
-        free(r.wa);
-        free(r.wb);
-        free(r.wc);
-    }
-    return st;
+    return keel__cpu_enqueue(s, gemm_run, p, sizeof(*p));
 }
 
 /* ======================================================================== */
 /* GEMV                                                                      */
 /* ======================================================================== */
 
-typedef struct {
-    keel_gemv_args_t g;
-    float *wa, *wx, *wy;
-} gemv_run_t;
+static void gemv_direct_half(const keel_gemv_args_t *g)
+{
+    int t = g->trans == KEEL_TRANS;
+    size_t xlen = t ? g->m : g->n, ylen = t ? g->n : g->m;
+    for (size_t i = 0; i < ylen; i++) {
+        float acc = 0;
+        for (size_t l = 0; l < xlen; l++)
+            acc += load1(g->dtype, g->a, t ? l + i * g->lda : i + l * g->lda) * load1(g->dtype, g->x, l * g->incx);
+        float v = (float)g->alpha * acc;
+        if (g->beta != 0)
+            v += (float)g->beta * load1(g->dtype, g->y, i * g->incy);
+        store1(g->dtype, g->y, i * g->incy, v);
+    }
+}
 
 static void gemv_run(void *payload)
 {
-    gemv_run_t *r = payload;
-    const keel_gemv_args_t *g = &r->g;
+    const keel_gemv_args_t *g = payload;
     int t = g->trans == KEEL_TRANS;
     size_t xlen = t ? g->m : g->n, ylen = t ? g->n : g->m;
     if (g->dtype == KEEL_F64) {
@@ -255,17 +289,31 @@ static void gemv_run(void *payload)
     }
     const float *A = g->a, *x = g->x;
     float *y = g->y;
+    float *wa = NULL, *wx = NULL, *wy = NULL;
     size_t lda = g->lda, incx = g->incx, incy = g->incy;
     if (g->dtype != KEEL_F32) {
-        if (g->m && g->n) {
-            widen(g->dtype, g->a, g->m, g->n, g->lda, r->wa);
-            widen(g->dtype, g->x, 1, xlen, g->incx, r->wx);
+        int used = g->m && g->n;
+        if (used) {
+            wa = alloc_f32(g->m, g->n);
+            wx = alloc_f32(1, xlen);
+        }
+        wy = alloc_f32(1, ylen);
+        if (!wy || (used && (!wa || !wx))) {
+            free(wa);
+            free(wx);
+            free(wy);
+            gemv_direct_half(g);
+            return;
+        }
+        if (used) {
+            widen(g->dtype, g->a, g->m, g->n, g->lda, wa);
+            widen(g->dtype, g->x, 1, xlen, g->incx, wx);
         }
         if (g->beta != 0)
-            widen(g->dtype, g->y, 1, ylen, g->incy, r->wy);
-        A = r->wa;
-        x = r->wx;
-        y = r->wy;
+            widen(g->dtype, g->y, 1, ylen, g->incy, wy);
+        A = wa;
+        x = wx;
+        y = wy;
         lda = g->m ? g->m : 1;
         incx = incy = 1;
     }
@@ -285,32 +333,15 @@ static void gemv_run(void *payload)
 #endif
     }
     if (g->dtype != KEEL_F32)
-        narrow(g->dtype, r->wy, 1, ylen, g->y, g->incy);
-    free(r->wa);
-    free(r->wx);
-    free(r->wy);
+        narrow(g->dtype, wy, 1, ylen, g->y, g->incy);
+    free(wa);
+    free(wx);
+    free(wy);
 }
 
 keel_status_t keel__cpu_gemv(void *s, const keel_gemv_args_t *g)
 {
-    gemv_run_t r = {*g, NULL, NULL, NULL};
-    keel_status_t st = KEEL_OK;
-    if (g->dtype == KEEL_F16 || g->dtype == KEEL_BF16) {
-        int t = g->trans == KEEL_TRANS;
-        st = alloc_f32(&r.wa, g->m, g->n, "A");
-        if (!st)
-            st = alloc_f32(&r.wx, 1, t ? g->m : g->n, "x");
-        if (!st)
-            st = alloc_f32(&r.wy, 1, t ? g->n : g->m, "y");
-    }
-    if (!st)
-        st = keel__cpu_enqueue(s, gemv_run, &r, sizeof(r));
-    if (st) {
-        free(r.wa);
-        free(r.wx);
-        free(r.wy);
-    }
-    return st;
+    return keel__cpu_enqueue(s, gemv_run, g, sizeof(*g));
 }
 
 /* ======================================================================== */
@@ -319,7 +350,7 @@ keel_status_t keel__cpu_gemv(void *s, const keel_gemv_args_t *g)
 
 typedef struct {
     keel_dense_params_t p;
-    float *ww, *wx, *wy; /* f32 copies for 16-bit data */
+    float *ww, *wx, *wy; /* f32 copies for 16-bit data, owned by one run */
 } dense_run_t;
 
 static inline float act_f(keel_activation_t act, float v)
@@ -409,10 +440,46 @@ static void dense_epilogue(void *arg, size_t b, size_t e)
     }
 }
 
+static inline float dense_at(const keel_dense_params_t *p, const void *m, size_t ld, size_t i, size_t j)
+{
+    return load1(p->dtype, m, p->layout == KEEL_COL_MAJOR ? i + j * ld : i * ld + j);
+}
+
+/* 16-bit dense without buffers, for when they could not be allocated. */
+static void dense_direct_half(const keel_dense_params_t *p)
+{
+    int tw = p->transw == KEEL_TRANS;
+    for (size_t i = 0; i < p->m; i++)
+        for (size_t j = 0; j < p->n; j++) {
+            float acc = 0;
+            for (size_t l = 0; l < p->k; l++)
+                acc += (tw ? dense_at(p, p->w, p->ldw, l, i) : dense_at(p, p->w, p->ldw, i, l)) *
+                       dense_at(p, p->x, p->ldx, l, j);
+            if (p->bias)
+                acc += load1(p->dtype, p->bias, i);
+            store1(p->dtype, p->y, p->layout == KEEL_COL_MAJOR ? i + j * p->ldy : i * p->ldy + j,
+                   act_f(p->act, acc));
+        }
+}
+
 static void dense_run(void *payload)
 {
-    dense_run_t *r = payload;
+    dense_run_t run = {*(const keel_dense_params_t *)payload, NULL, NULL, NULL}, *r = &run;
     const keel_dense_params_t *p = &r->p;
+    if (p->dtype == KEEL_F16 || p->dtype == KEEL_BF16) {
+        if (p->k) {
+            r->ww = alloc_f32(p->m, p->k);
+            r->wx = alloc_f32(p->k, p->n);
+        }
+        r->wy = alloc_f32(p->m, p->n);
+        if (!r->wy || (p->k && (!r->ww || !r->wx))) {
+            free(r->ww);
+            free(r->wx);
+            free(r->wy);
+            dense_direct_half(p);
+            return;
+        }
+    }
     int col = p->layout == KEEL_COL_MAJOR, tw = p->transw == KEEL_TRANS;
     size_t m = p->m, n = p->n, k = p->k;
     size_t lines = col ? n : m, len = col ? m : n;
@@ -469,23 +536,5 @@ static void dense_run(void *payload)
 
 keel_status_t keel__cpu_dense(void *s, const keel_dense_params_t *p)
 {
-    dense_run_t r = {*p, NULL, NULL, NULL};
-    keel_status_t st = KEEL_OK;
-    if (p->dtype == KEEL_F16 || p->dtype == KEEL_BF16) {
-        if (p->k) {
-            st = alloc_f32(&r.ww, p->m, p->k, "W");
-            if (!st)
-                st = alloc_f32(&r.wx, p->k, p->n, "X");
-        }
-        if (!st)
-            st = alloc_f32(&r.wy, p->m, p->n, "Y");
-    }
-    if (!st)
-        st = keel__cpu_enqueue(s, dense_run, &r, sizeof(r));
-    if (st) {
-        free(r.ww);
-        free(r.wx);
-        free(r.wy);
-    }
-    return st;
+    return keel__cpu_enqueue(s, dense_run, p, sizeof(*p));
 }

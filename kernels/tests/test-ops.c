@@ -1037,6 +1037,62 @@ KT_DEVICE_TEST(test_stream_order)
     KT_OK(keel_stream_destroy(s));
 }
 
+/* Operations captured into a graph run right each time the graph does (the
+ * CPU runs own their scratch buffers; a replay must not reuse freed ones). */
+KT_DEVICE_TEST(test_graph_capture)
+{
+    keel_stream_t *s;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    size_t n = 24;
+    double va[24 * 24];
+    for (size_t i = 0; i < n * n; i++)
+        va[i] = to_dtype(KEEL_BF16, urand());
+    void *a = upload(dev, KEEL_BF16, va, n * n), *c = poisoned(dev, n * n * 2), *out = poisoned(dev, 8);
+    keel_gemm_params_t p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.m = p.n = p.k = n, p.alpha = 1.0;
+    p.a_type = p.b_type = p.c_type = KEEL_BF16;
+    p.a = a, p.lda = n, p.b = a, p.ldb = n, p.c = c, p.ldc = n;
+    keel_status_t st = keel_stream_begin_capture(s);
+    if (st == KEEL_ERROR_NOT_SUPPORTED) {
+        KT_OK(keel_stream_destroy(s));
+        return;
+    }
+    KT_OK(st);
+    KT_OK(keel_fill(s, KEEL_BF16, c, n * n, 0.0));
+    KT_OK(keel_gemm(s, &p));
+    KT_OK(keel_reduce(s, KEEL_REDUCE_SUM, KEEL_BF16, n, n, c, n, KEEL_AXIS_ALL, out));
+    keel_graph_t *g;
+    keel_graph_exec_t *e;
+    KT_OK(keel_stream_end_capture(s, &g));
+    KT_OK(keel_graph_instantiate(g, &e));
+    double ref = 0, mag = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (size_t l = 0; l < n; l++)
+                acc += va[i * n + l] * va[l * n + j];
+            acc = to_dtype(KEEL_BF16, acc);
+            ref += acc;
+            mag += fabs(acc);
+        }
+    for (int rep = 0; rep < 3; rep++) {
+        KT_OK(keel_memset(out, KT_POISON_BYTE, 8));
+        KT_OK(keel_graph_launch(e, s));
+        KT_OK(keel_stream_synchronize(s));
+        double *got = download(dev, KEEL_BF16, out, 1);
+        ck_assert_msg(fabs(got[0] - ref) <= 0.02 * mag, "replay %d: sum %g, expected %g", rep, got[0], ref);
+        free(got);
+    }
+    KT_OK(keel_graph_exec_destroy(e));
+    KT_OK(keel_graph_destroy(g));
+    KT_OK(keel_free(a));
+    KT_OK(keel_free(c));
+    KT_OK(keel_free(out));
+    KT_OK(keel_stream_destroy(s));
+}
+
 /* The same program on two backends agrees (when a GPU backend is usable too). */
 START_TEST(test_cross_backend)
 {
@@ -1108,6 +1164,7 @@ static Suite *ops_suite(void)
     tc = tcase_create("api");
     kt_add_device_test(tc, test_errors);
     kt_add_device_test(tc, test_stream_order);
+    kt_add_device_test(tc, test_graph_capture);
     tcase_add_test(tc, test_cross_backend);
     suite_add_tcase(s, tc);
     return s;
