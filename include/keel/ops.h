@@ -228,7 +228,8 @@ typedef enum keel_compute {
  * op(A) is m x k, op(B) is k x n, C is m x n, all in @p layout. Supported
  * dtypes: a_type == b_type, and c_type == a_type, or c_type == KEEL_F32 with
  * f16 or bf16 inputs. f16 and bf16 accumulate in f32. When beta is 0, C is
- * not read (NaN in C does not propagate), as BLAS does.
+ * not read (NaN in C does not propagate), as BLAS does. alpha and beta must be
+ * finite (KEEL_ERROR_INVALID_ARGUMENT otherwise). C must not overlap A or B.
  *
  * Set struct_size = sizeof(keel_gemm_params_t); zero the struct first so
  * fields added later read as their defaults. batch_count 0 means 1; with
@@ -260,7 +261,8 @@ KEEL_API keel_status_t keel_gemm(keel_stream_t *stream, const keel_gemm_params_t
 /**
  * @brief y = alpha op(A) x + beta y, with A m x n in @p layout.
  * @param[in] incx,incy element strides of x and y, >= 1.
- * When beta is 0, y is not read.
+ * When beta is 0, y is not read. alpha and beta must be finite; y must not
+ * overlap A or x. With an empty A (m or n 0) y becomes beta y.
  */
 KEEL_API keel_status_t keel_gemv(keel_stream_t *stream, keel_dtype_t dtype, keel_layout_t layout,
                                  keel_transpose_op_t trans, size_t m, size_t n, double alpha, const void *a,
