@@ -19,7 +19,10 @@
  *   cross:<b1>:<b2>            copies between memory of device 0 of b1 and of b2: "cross:... <STATUS> <detail>"
  *   roundtrip:<backend>        allocates, copies in and out, checks: "roundtrip:... <STATUS> <detail>"
  *   peer:<b1>:<b2>             "peer:... <STATUS> <can_access>"
+ *   pinit                      8 threads call keel_init and keel_device_default at once:
+ *                              "pinit <STATUS of thread 0> <n threads that agree with it> <device or detail>"
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,23 @@ static void log_cb(keel_log_level_t level, const char *message, void *user_data)
     (void)user_data;
     printf("cb %d %s\n", (int)level, message);
     fflush(stdout);
+}
+
+struct pinit {
+    pthread_barrier_t *barrier;
+    keel_status_t init, def;
+    keel_device_t *dev;
+    char detail[256];
+};
+
+static void *pinit_thread(void *p)
+{
+    struct pinit *t = p;
+    pthread_barrier_wait(t->barrier);
+    t->init = keel_init();
+    t->def = keel_device_default(&t->dev);
+    snprintf(t->detail, sizeof t->detail, "%s", t->init != KEEL_OK ? keel_last_error() : "");
+    return NULL;
 }
 
 /* Parses "<backend>:<index>" at @p spec into a device. */
@@ -188,6 +208,26 @@ int main(int argc, char **argv)
                 keel_stream_destroy(st);
             keel_free(d);
             print_status(cmd, s, "");
+        } else if (strcmp(cmd, "pinit") == 0) {
+            enum { N = 8 };
+            pthread_barrier_t barrier;
+            pthread_barrier_init(&barrier, NULL, N);
+            struct pinit t[N];
+            pthread_t th[N];
+            memset(t, 0, sizeof t);
+            for (int i = 0; i < N; i++) {
+                t[i].barrier = &barrier;
+                pthread_create(&th[i], NULL, pinit_thread, &t[i]);
+            }
+            for (int i = 0; i < N; i++)
+                pthread_join(th[i], NULL);
+            pthread_barrier_destroy(&barrier);
+            int agree = 0;
+            for (int i = 0; i < N; i++)
+                agree += t[i].init == t[0].init && t[i].def == t[0].def && t[i].dev == t[0].dev &&
+                         strcmp(t[i].detail, t[0].detail) == 0;
+            printf("pinit %s %d %s\n", t[0].init == KEEL_OK ? "OK" : keel_status_name(t[0].init), agree,
+                   t[0].init == KEEL_OK && t[0].def == KEEL_OK ? keel_device_name(t[0].dev) : t[0].detail);
         } else {
             printf("%s BAD_COMMAND\n", cmd);
         }

@@ -452,6 +452,26 @@ START_TEST(backend_path_with_a_missing_directory_is_invalid_environment)
 }
 END_TEST
 
+/* The first initialization, from many threads at once, gives every thread
+ * the same answer (and, under TSan, no race). */
+START_TEST(first_init_from_many_threads_agrees)
+{
+    probe_t p = run(ENV("KEEL_BACKEND=cpu", "KEEL_CPU_DEVICES=2", "KEEL_DEVICE=1"), CMDS("pinit"));
+    EXPECT_STATUS(p, "pinit", "OK");
+    EXPECT_DETAIL_HAS(p, "pinit", "8 cpu:1");
+    done(&p);
+    p = run(ENV("KEEL_BACKEND=bogus"), CMDS("pinit"));
+    EXPECT_STATUS(p, "pinit", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+    EXPECT_DETAIL_HAS(p, "pinit", "8 ");
+    EXPECT_DETAIL_HAS(p, "pinit", "bogus");
+    done(&p);
+    p = run(ENV("KEEL_LOG=loud"), CMDS("pinit"));
+    EXPECT_STATUS(p, "pinit", "KEEL_ERROR_INVALID_ENVIRONMENT");
+    EXPECT_DETAIL_HAS(p, "pinit", "8 ");
+    done(&p);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("env");
@@ -463,6 +483,7 @@ static Suite *suite(void)
     tcase_add_test(tc, unknown_backend_lists_the_valid_names);
     tcase_add_test(tc, malformed_backend_lists_are_invalid_environment);
     tcase_add_test(tc, backend_path_with_a_missing_directory_is_invalid_environment);
+    tcase_add_test(tc, first_init_from_many_threads_agrees);
     suite_add_tcase(s, tc);
     TCase *td = kt_tcase_create("device", 120);
     tcase_add_test(td, device_index_selects_the_default_device);
