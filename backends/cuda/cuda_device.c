@@ -55,6 +55,9 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
     /* KEEL_CUDA_HOST_FUNCS=cuda: run host functions on CUDA's one thread. */
     const char *hf = getenv("KEEL_CUDA_HOST_FUNCS");
     atomic_init(&dev->stream_wait_value, keel__cu.StreamWaitValue32 != NULL && !(hf != NULL && strcmp(hf, "cuda") == 0));
+    if (keel__cu.StreamWaitValue32 == NULL && keel__cuda_host->log_enabled(KEEL_LOG_WARN))
+        keel__cuda_host->log(KEEL_LOG_WARN, "cuda:%d: the driver has no cuStreamWaitValue32: host functions run on "
+                                            "CUDA's own thread", index);
     snprintf(dev->arch, sizeof dev->arch, KEEL_GPU_ARCH_PREFIX "%d%d", dev->cc_major, dev->cc_minor);
     if (err == gpuSuccess && dev->pools_supported) {
         /* Memory freed to the pool stays there: a steady alloc/free loop then

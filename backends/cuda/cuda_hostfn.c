@@ -95,6 +95,13 @@ static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *
             CUresult res = keel__cu.StreamWaitValue32((CUstream)s->stream, (CUdeviceptr)(uintptr_t)counter, 0,
                                                       CU_STREAM_WAIT_VALUE_GEQ);
             if (res != CUDA_SUCCESS) {
+                const char *name = "?";
+                (void)keel__cu.GetErrorName(res, &name);
+                if (keel__cuda_host->log_enabled(KEEL_LOG_WARN))
+                    keel__cuda_host->log(KEEL_LOG_WARN,
+                                         "cuda:%d: cuStreamWaitValue32 refused (%s): host functions run on CUDA's "
+                                         "own thread, where a blocking one holds every stream's",
+                                         s->dev->ordinal, name);
                 atomic_store(&s->dev->stream_wait_value, 0);
                 (void)gpuFreeHost(counter);
                 free(q);
@@ -123,6 +130,9 @@ static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *
                                                 "keel_stream_launch_host_func: cannot start the stream's host thread");
             } else {
                 atomic_store_explicit(&s->hostq, q, memory_order_release);
+                if (keel__cuda_host->log_enabled(KEEL_LOG_DEBUG))
+                    keel__cuda_host->log(KEEL_LOG_DEBUG, "cuda:%d: stream %p runs its host functions on its own thread",
+                                         s->dev->ordinal, (void *)s);
             }
         }
     }
