@@ -365,7 +365,12 @@ static keel_status_t cpu_unary(void *s, keel_unary_op_t op, keel_dtype_t dt, siz
  * a vector-b and a scalar-b form so both vectorize. */
 #define BIN_LOOPS(T, EXPR)                                                                         \
     do {                                                                                           \
-        if (bs) {                                                                                  \
+        if (alpha == 1 && beta == 1 && bs) { /* the common case, without the two multiplies */    \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                T u = a[i], v = b[i];                                                              \
+                y[i] = (EXPR);                                                                     \
+            }                                                                                      \
+        } else if (bs) {                                                                           \
             for (size_t i = 0; i < n; i++) {                                                       \
                 T u = alpha * a[i], v = beta * b[i];                                               \
                 y[i] = (EXPR);                                                                     \
