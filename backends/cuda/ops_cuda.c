@@ -7,8 +7,9 @@
  * user calling cuBLAS directly gets, heuristics cache included, and nothing
  * is added on the way. The dense layer's cuBLASLt path builds its
  * descriptors, layouts and algorithm once per shape and keeps them in a
- * lock-free table; shapes cuBLASLt cannot fuse (row-major, f64, erf GELU,
- * misaligned pointers, k = 0) take GEMM plus one bias/activation pass. */
+ * lock-free table; what cuBLASLt cannot fuse (f64, erf GELU, misaligned
+ * pointers, k = 0, a layout its heuristic has no algorithm for) takes GEMM
+ * plus one bias/activation pass. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -248,7 +249,7 @@ static keel_status_t cu_gemv(void *ctx, const keel_gemv_args_t *g)
 /* ======================================================================== */
 
 typedef struct {
-    int device, dtype, compute, act, has_bias, transw;
+    int device, dtype, compute, act, has_bias, transw, row_major;
     uint64_t m, n, k, ldw, ldx, ldy;
 } lt_key_t;
 
@@ -312,6 +313,9 @@ static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_
     cublasLtMatmulHeuristicResult_t res;
     int nres = 0;
     uint64_t wr = key->transw ? key->k : key->m, wc = key->transw ? key->m : key->k;
+    /* Row-major data keeps its order in cuBLASLt's layouts, so the bias
+     * still runs along the rows of D, which the epilogue requires. */
+    cublasLtOrder_t order = CUBLASLT_ORDER_ROW;
     if (cublasLtMatmulDescCreate(&e->desc, cty, scale) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
@@ -322,6 +326,13 @@ static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_
         cublasLtMatrixLayoutCreate(&e->la, ty, wr, wc, (int64_t)key->ldw) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatrixLayoutCreate(&e->lb, ty, key->k, key->n, (int64_t)key->ldx) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatrixLayoutCreate(&e->lc, ty, key->m, key->n, (int64_t)key->ldy) == CUBLAS_STATUS_SUCCESS &&
+        (!key->row_major ||
+         (cublasLtMatrixLayoutSetAttribute(e->la, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof order) ==
+              CUBLAS_STATUS_SUCCESS &&
+          cublasLtMatrixLayoutSetAttribute(e->lb, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof order) ==
+              CUBLAS_STATUS_SUCCESS &&
+          cublasLtMatrixLayoutSetAttribute(e->lc, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof order) ==
+              CUBLAS_STATUS_SUCCESS)) &&
         cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
                                              sizeof ws_bytes) == CUBLAS_STATUS_SUCCESS &&
@@ -380,7 +391,7 @@ static int aligned16(const void *p)
  * error set) when the other path must run. */
 static keel_status_t dense_lt(void *ctx, const keel_dense_params_t *p)
 {
-    if (p->layout != KEEL_COL_MAJOR || p->dtype == KEEL_F64 || p->act == KEEL_ACT_GELU_ERF || p->k == 0 ||
+    if (p->dtype == KEEL_F64 || p->act == KEEL_ACT_GELU_ERF || p->k == 0 ||
         !aligned16(p->w) || !aligned16(p->x) || !aligned16(p->y) || (p->bias && !aligned16(p->bias)))
         return KEEL_ERROR_NOT_SUPPORTED;
     cublasLtHandle_t lt;
@@ -398,6 +409,7 @@ static keel_status_t dense_lt(void *ctx, const keel_dense_params_t *p)
     key.act = (int)p->act;
     key.has_bias = p->bias != NULL;
     key.transw = p->transw == KEEL_TRANS;
+    key.row_major = p->layout == KEEL_ROW_MAJOR;
     key.m = p->m, key.n = p->n, key.k = p->k;
     key.ldw = p->ldw, key.ldx = p->ldx, key.ldy = p->ldy;
     if (key.compute)
