@@ -837,6 +837,68 @@ __global__ void __launch_bounds__(1024) softmax_kernel(const T *__restrict__ x, 
     }
 }
 
+// Short rows (up to 256 packs): one warp per row, the row in registers, no
+// shared memory or block barriers; MAXP packs per lane at most.
+template <typename T, int MAXP, bool VEC>
+__global__ void __launch_bounds__(256) softmax_warp_kernel(const T *__restrict__ x, size_t ldx, T *__restrict__ y,
+                                                           size_t ldy, size_t rows, size_t cols, int lg)
+{
+    typedef RowPack<T, VEC> RP;
+    typedef typename Num<T>::C C;
+    typedef typename RP::CP CP;
+    constexpr int N = RP::N;
+    int lane = threadIdx.x & 31, wpb = blockDim.x >> 5;
+    size_t np = cols / N;
+    for (size_t r = blockIdx.x * (size_t)wpb + (threadIdx.x >> 5); r < rows; r += (size_t)gridDim.x * wpb) {
+        const T *xr = x + r * ldx;
+        T *yr = y + r * ldy;
+        CP v[MAXP];
+        C mx = (C)-INFINITY;
+        bool nan = false;
+#pragma unroll
+        for (int i = 0; i < MAXP; i++) {
+            size_t p = lane + (size_t)i * 32;
+            if (p < np) {
+                v[i] = RP::load(xr, p);
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    mx = v[i].v[k] > mx ? v[i].v[k] : mx;
+                    nan |= v[i].v[k] != v[i].v[k];
+                }
+            }
+        }
+        C m = warp_reduce<R_MAX, C>(nan ? (C)NAN : mx);
+        C s = 0;
+#pragma unroll
+        for (int i = 0; i < MAXP; i++) {
+            size_t p = lane + (size_t)i * 32;
+            if (p < np) {
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    C e = c_exp(v[i].v[k] - m);
+                    s += e;
+                    if (!lg)
+                        v[i].v[k] = e;
+                }
+            }
+        }
+        s = warp_reduce<R_SUM, C>(s);
+        C inv = (C)1 / s, lse = m + c_log(s);
+        bool bad = m != m || m == (C)-INFINITY;
+#pragma unroll
+        for (int i = 0; i < MAXP; i++) {
+            size_t p = lane + (size_t)i * 32;
+            if (p < np) {
+                CP o;
+#pragma unroll
+                for (int k = 0; k < N; k++)
+                    o.v[k] = bad ? (C)NAN : lg ? v[i].v[k] - lse : v[i].v[k] * inv;
+                RP::store(yr, p, o);
+            }
+        }
+    }
+}
+
 // ---- layer norm ----
 // Cached: mean, then the variance around it from shared memory (two exact
 // passes). Uncached: Welford per thread, Chan's merge across threads.
@@ -1020,6 +1082,24 @@ cudaError_t launch_softmax(cudaStream_t s, size_t rows, size_t cols, const void 
     bool cache = bytes <= row_cache_limit();
     bool vec = row_vec_ok<T>(cols, ldx, ldy, x, y);
     size_t np = vec ? cols / Pack<T>::N : cols;
+    if (np <= 256 && cols <= 1024) {
+        /* a warp per row, 8 rows per block; at most 32 values per lane in registers */
+        size_t blocks = (rows + 7) / 8, cap = (size_t)sm_count() * 16;
+        unsigned gw = (unsigned)(blocks < cap ? blocks : cap);
+#define KEEL_SOFTMAX_WARP(MAXP)                                                                          \
+    (vec ? softmax_warp_kernel<T, MAXP, true><<<gw, 256, 0, s>>>(px, ldx, py, ldy, rows, cols, lg)          \
+         : softmax_warp_kernel<T, MAXP, false><<<gw, 256, 0, s>>>(px, ldx, py, ldy, rows, cols, lg))
+        if (np <= 32)
+            KEEL_SOFTMAX_WARP(1);
+        else if (np <= 64)
+            KEEL_SOFTMAX_WARP(2);
+        else if (np <= 128)
+            KEEL_SOFTMAX_WARP(4);
+        else
+            KEEL_SOFTMAX_WARP(8);
+#undef KEEL_SOFTMAX_WARP
+        return cudaGetLastError();
+    }
     int threads = row_threads_packs(np);
     unsigned g = row_grid(rows);
     size_t sh = cache ? bytes : 0;
