@@ -314,6 +314,15 @@ KT_DEVICE_TEST(test_unary)
             char what[32];
             snprintf(what, sizeof what, "unary op %d", op);
             expect_close(what, dt, got, ref, tol, 0, n);
+            /* misaligned by one element: the scalar paths */
+            if (n > 2) {
+                size_t es = keel_dtype_size(dt);
+                KT_OK(keel_memset(y, KT_POISON_BYTE, n * es));
+                KT_OK(keel_unary(s, op, dt, n - 2, (const char *)x + es, (char *)y + es));
+                double *g2 = download(dev, dt, y, n);
+                expect_close(what, dt, g2 + 1, ref + 1, tol + 1, 0, n - 2);
+                free(g2);
+            }
             /* in place */
             KT_OK(keel_unary(s, op, dt, n, x, x));
             free(got);
@@ -528,12 +537,15 @@ KT_DEVICE_TEST(test_argmax)
 KT_DEVICE_TEST(test_softmax)
 {
     keel_stream_t *s = stream_of(dev);
-    const size_t shapes[][2] = {{1, 1}, {3, 7}, {64, 1000}, {5, 5000}, {2, 70000}};
+    /* short rows (a warp per row on GPUs), cached and uncached long ones;
+     * contiguous rows (16-byte paths) and odd strides */
+    const size_t shapes[][2] = {{1, 1}, {3, 7}, {9, 128}, {5, 1024}, {64, 1000}, {5, 5000}, {2, 70000}};
     for (int lg = 0; lg <= 1; lg++)
         for (int d = 0; d < NDT; d++)
-            for (size_t k = 0; k < 5; k++) {
+            for (size_t k = 0; k < 2 * 7; k++) {
                 keel_dtype_t dt = all_dtypes[d];
-                size_t r = shapes[k][0], c = shapes[k][1], ldx = c + 2, ldy = c + 1;
+                int strided = k & 1;
+                size_t r = shapes[k / 2][0], c = shapes[k / 2][1], ldx = c + 2 * strided, ldy = c + strided;
                 size_t nx = (r - 1) * ldx + c, ny = (r - 1) * ldy + c;
                 double *v = rand_vals(dt, nx, 8.0);
                 if (r > 2 && c > 3) {
@@ -577,12 +589,13 @@ KT_DEVICE_TEST(test_softmax)
 KT_DEVICE_TEST(test_layernorm)
 {
     keel_stream_t *s = stream_of(dev);
-    const size_t shapes[][2] = {{1, 1}, {3, 7}, {64, 1000}, {3, 20000}};
+    const size_t shapes[][2] = {{1, 1}, {3, 7}, {9, 128}, {64, 1000}, {3, 20000}, {2, 40000}};
     for (int affine = 0; affine <= 1; affine++)
         for (int d = 0; d < NDT; d++)
-            for (size_t k = 0; k < 4; k++) {
+            for (size_t k = 0; k < 2 * 6; k++) {
                 keel_dtype_t dt = all_dtypes[d];
-                size_t r = shapes[k][0], c = shapes[k][1], ldx = c + 3, ldy = c;
+                int strided = k & 1;
+                size_t r = shapes[k / 2][0], c = shapes[k / 2][1], ldx = c + 3 * strided, ldy = c;
                 size_t nx = (r - 1) * ldx + c, ny = (r - 1) * ldy + c;
                 double *v = rand_vals(dt, nx, 3.0), *g = rand_vals(dt, c, 2.0), *b = rand_vals(dt, c, 1.0);
                 for (size_t i = 0; i < nx; i++)
