@@ -1106,6 +1106,54 @@ KT_DEVICE_TEST(test_graph_capture)
     KT_OK(keel_stream_destroy(s));
 }
 
+/* Two streams running the same operations at once do not share state. */
+KT_DEVICE_TEST(test_concurrent_streams)
+{
+    enum { NS = 3 };
+    keel_stream_t *st[NS];
+    size_t n = 48;
+    double va[48 * 48];
+    for (size_t i = 0; i < n * n; i++)
+        va[i] = to_dtype(KEEL_BF16, urand());
+    void *a = upload(dev, KEEL_BF16, va, n * n), *c[NS];
+    for (int i = 0; i < NS; i++) {
+        KT_OK(keel_stream_create(dev, 0, 0, &st[i]));
+        c[i] = poisoned(dev, n * n * 2);
+    }
+    keel_dense_params_t p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.layout = KEEL_ROW_MAJOR;
+    p.m = p.n = p.k = n;
+    p.dtype = KEEL_BF16;
+    p.act = KEEL_ACT_RELU;
+    p.w = a, p.ldw = n, p.x = a, p.ldx = n, p.bias = a, p.ldy = n;
+    for (int rep = 0; rep < 4; rep++)
+        for (int i = 0; i < NS; i++) {
+            p.y = c[i];
+            KT_OK(keel_dense(st[i], &p));
+            KT_OK(keel_softmax_rows(st[i], KEEL_BF16, n, n, c[i], n, c[i], n, 0));
+        }
+    for (int i = 0; i < NS; i++)
+        KT_OK(keel_stream_synchronize(st[i]));
+    double *first = download(dev, KEEL_BF16, c[0], n * n);
+    for (size_t e = 0; e < n * n; e++)
+        EXPECT(first[e] >= 0 && first[e] <= 1, "%ssoftmax output %g out of [0, 1]", kt_where(), first[e]);
+    for (int i = 1; i < NS; i++) {
+        double *got = download(dev, KEEL_BF16, c[i], n * n);
+        for (size_t e = 0; e < n * n; e++)
+            EXPECT(got[e] == first[e], "%sstream %d element %zu: %g, stream 0 has %g", kt_where(), i, e, got[e],
+                   first[e]);
+        free(got);
+    }
+    free(first);
+    for (int i = 0; i < NS; i++) {
+        KT_OK(keel_free(c[i]));
+        KT_OK(keel_stream_destroy(st[i]));
+    }
+    KT_OK(keel_free(a));
+}
+
 /* The same program on two backends agrees (when a GPU backend is usable too). */
 START_TEST(test_cross_backend)
 {
@@ -1178,6 +1226,7 @@ static Suite *ops_suite(void)
     kt_add_device_test(tc, test_errors);
     kt_add_device_test(tc, test_stream_order);
     kt_add_device_test(tc, test_graph_capture);
+    kt_add_device_test(tc, test_concurrent_streams);
     tcase_add_test(tc, test_cross_backend);
     suite_add_tcase(s, tc);
     return s;
