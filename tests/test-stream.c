@@ -133,15 +133,16 @@ KT_DEVICE_TEST(priorities_are_clamped_to_the_range)
 KT_DEVICE_TEST(host_functions_run_in_order_after_earlier_work)
 {
     /* static: a failed assertion leaves this frame while the stream may still run */
+    enum { NFN = 32 };
     static struct order_log log;
-    static struct order_entry e[100];
+    static struct order_entry e[NFN];
     pthread_mutex_init(&log.lock, NULL);
     log.n = 0;
     keel_stream_t *s = NULL;
     KT_OK(keel_stream_create(dev, 0, 0, &s));
     kt_gate_t *g = kt_gate_new();
     KT_OK(kt_gate_enqueue(g, s));
-    for (int i = 0; i < 100; i++) {
+    for (int i = 0; i < NFN; i++) {
         e[i].log = &log;
         e[i].value = i;
         KT_OK(keel_stream_launch_host_func(s, log_append, &e[i]));
@@ -152,8 +153,8 @@ KT_DEVICE_TEST(host_functions_run_in_order_after_earlier_work)
     kt_gate_open(g);
     KT_OK(keel_stream_synchronize(s));
     KT_OK(keel_stream_query(s));
-    ck_assert_int_eq(log.n, 100);
-    for (int i = 0; i < 100; i++)
+    ck_assert_int_eq(log.n, NFN);
+    for (int i = 0; i < NFN; i++)
         ck_assert_msg(log.seq[i] == i, "%sposition %d ran %d", kt_where(), i, log.seq[i]);
     KT_OK(keel_stream_destroy(s));
     kt_gate_free(g);
@@ -472,6 +473,33 @@ KT_DEVICE_TEST(streams_do_not_wait_for_each_other)
     kt_gate_free(g);
 }
 
+static void count_one(void *p)
+{
+    atomic_fetch_add((atomic_int *)p, 1);
+}
+
+/* Enqueueing never waits for the stream: hundreds of host functions queue up
+ * behind a held one (a caller that blocks here while it holds the gate would
+ * deadlock). Last in the suite: a hang ends in the watchdog, naming it. */
+KT_DEVICE_TEST(many_host_functions_queue_behind_a_held_stream)
+{
+    enum { NFN = 300 };
+    static atomic_int n;
+    atomic_store(&n, 0);
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    kt_gate_t *g = kt_gate_new();
+    KT_OK(kt_gate_enqueue(g, s));
+    for (int i = 0; i < NFN; i++)
+        KT_OK(keel_stream_launch_host_func(s, count_one, &n));
+    ck_assert_int_eq(atomic_load(&n), 0);
+    kt_gate_open(g);
+    KT_OK(keel_stream_synchronize(s));
+    ck_assert_int_eq(atomic_load(&n), NFN);
+    KT_OK(keel_stream_destroy(s));
+    kt_gate_free(g);
+}
+
 KT_DEVICE_TEST(objects_of_different_devices_mismatch)
 {
     keel_device_t *other = kt_other_device(dev);
@@ -508,6 +536,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, device_synchronize_waits_for_every_stream);
     kt_add_device_test(tc, streams_do_not_wait_for_each_other);
     kt_add_device_test(tc, objects_of_different_devices_mismatch);
+    kt_add_device_test(tc, many_host_functions_queue_behind_a_held_stream);
     suite_add_tcase(s, tc);
     return s;
 }
