@@ -1067,6 +1067,11 @@ KT_DEVICE_TEST(test_graph_capture)
     p.m = p.n = p.k = n, p.alpha = 1.0;
     p.a_type = p.b_type = p.c_type = KEEL_BF16;
     p.a = a, p.lda = n, p.b = a, p.ldb = n, p.c = c, p.ldc = n;
+    /* once outside the capture: vendor libraries make their handles and
+     * workspaces on first use, which a capture may not allow */
+    KT_OK(keel_gemm(s, &p));
+    KT_OK(keel_reduce(s, KEEL_REDUCE_SUM, KEEL_BF16, n, n, c, n, KEEL_AXIS_ALL, out));
+    KT_OK(keel_stream_synchronize(s));
     keel_status_t st = keel_stream_begin_capture(s);
     if (st == KEEL_ERROR_NOT_SUPPORTED) {
         KT_OK(keel_stream_destroy(s));
