@@ -1,15 +1,20 @@
 /* Host functions on streams.
  *
- * CUDA runs every host function of a process on one internal thread, so a
- * host function that blocks (waits for another stream's work, for a user
- * event) would hold the host functions of every other stream: an implicit
- * ordering Keel's streams must not have. Here each stream that uses host
- * functions gets its own thread. The stream gets two cheap operations: a
- * CUDA host function that only hands the call to that thread, and a wait on a
- * counter in pinned memory that the thread bumps once the function returned,
- * so later work on the stream still waits for it. While a stream is being
- * captured into a graph the function goes to cudaLaunchHostFunc directly (a
- * graph host node): sequence numbers baked into a graph could not replay. */
+ * cudaLaunchHostFunc runs every host function of a process on one CUDA
+ * thread, and a few dozen host functions queued behind one that blocks make
+ * further CUDA calls block too: a host function that waits (for a user
+ * event, for another stream) would stall unrelated streams or deadlock the
+ * thread that was to release it. Keel's streams must not order each other, so
+ * here each stream that uses host functions gets its own thread and CUDA
+ * never runs user code:
+ *   - the stream records an event where the function belongs, then waits
+ *     (cuStreamWaitValue32) on a counter in pinned memory;
+ *   - the stream's thread waits for the event, runs the function, and sets
+ *     the counter to the function's sequence number, releasing the stream.
+ * While a stream is being captured into a graph the function goes to
+ * cudaLaunchHostFunc (a graph host node), since sequence numbers baked into a
+ * graph could not replay. Where the driver refuses stream memory operations,
+ * cudaLaunchHostFunc is used throughout (and says so in the log). */
 #include <stdlib.h>
 #include <string.h>
 #include "cuda_internal.h"
@@ -19,16 +24,17 @@ struct host_op {
     keel_host_fn_t fn;
     void *user_data;
     uint32_t seq;
-    struct keel__cuda_hostq *q;
+    gpuEvent_t event;               /* marks where the function runs in the stream */
     struct host_op *next;
 };
 
 struct keel__cuda_hostq {
-    pthread_mutex_t enqueue_lock;   /* keeps sequence numbers in stream order */
+    pthread_mutex_t enqueue_lock;   /* keeps sequence numbers and the queue in stream order */
     uint32_t next_seq;
-    pthread_mutex_t m;              /* guards the ready list and stop */
+    pthread_mutex_t m;              /* guards the queue, the spare events and stop */
     pthread_cond_t cv;
     struct host_op *head, *tail;
+    struct host_op *spare;          /* finished ops, their events kept for reuse */
     int stop;
     pthread_t thread;
     volatile uint32_t *counter;     /* pinned; the stream waits on it */
@@ -48,28 +54,27 @@ static void *host_worker(void *arg)
         if (q->head == NULL)
             q->tail = NULL;
         pthread_mutex_unlock(&q->m);
-        op->fn(op->user_data);
+        /* As cudaLaunchHostFunc: the function is not called once the
+         * context has failed; the stream is released either way. */
+        if (gpuEventSynchronize(op->event) == gpuSuccess)
+            op->fn(op->user_data);
         __atomic_store_n(q->counter, op->seq, __ATOMIC_RELEASE);
-        free(op);
         pthread_mutex_lock(&q->m);
+        op->next = q->spare;
+        q->spare = op;
     }
     pthread_mutex_unlock(&q->m);
     return NULL;
 }
 
-/* Runs on CUDA's callback thread once the work before it is done: hands over. */
-static void host_signal(void *arg)
+static void free_ops(struct host_op *op)
 {
-    struct host_op *op = arg;
-    struct keel__cuda_hostq *q = op->q;
-    pthread_mutex_lock(&q->m);
-    if (q->tail)
-        q->tail->next = op;
-    else
-        q->head = op;
-    q->tail = op;
-    pthread_cond_signal(&q->cv);
-    pthread_mutex_unlock(&q->m);
+    while (op != NULL) {
+        struct host_op *next = op->next;
+        (void)gpuEventDestroy(op->event);
+        free(op);
+        op = next;
+    }
 }
 
 static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq **out)
@@ -115,7 +120,6 @@ static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *
             st = keel__cuda_error(err, "keel_stream_launch_host_func", "allocating the host-function counter");
         } else {
             q->counter = counter;
-            *q->counter = 0;
             pthread_mutex_init(&q->enqueue_lock, NULL);
             pthread_mutex_init(&q->m, NULL);
             pthread_cond_init(&q->cv, NULL);
@@ -142,6 +146,31 @@ static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *
     return st;
 }
 
+/* A finished op with its event, or a new one. */
+static keel_status_t op_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *q, struct host_op **out)
+{
+    pthread_mutex_lock(&q->m);
+    struct host_op *op = q->spare;
+    if (op != NULL)
+        q->spare = op->next;
+    pthread_mutex_unlock(&q->m);
+    if (op == NULL) {
+        op = calloc(1, sizeof *op);
+        if (op == NULL)
+            return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_stream_launch_host_func: no host memory");
+        gpuError_t err = keel__cuda_use_device(s->dev);
+        if (err == gpuSuccess)
+            err = gpuEventCreateWithFlags(&op->event, gpuEventDisableTiming | gpuEventBlockingSync);
+        if (err != gpuSuccess) {
+            free(op);
+            return keel__cuda_error(err, "keel_stream_launch_host_func", "cudaEventCreateWithFlags");
+        }
+    }
+    op->next = NULL;
+    *out = op;
+    return KEEL_OK;
+}
+
 keel_status_t keel__cuda_launch_host_func(keel__cuda_stream_t *s, keel_host_fn_t fn, void *user_data)
 {
     const char *kfn = "keel_stream_launch_host_func";
@@ -159,28 +188,38 @@ keel_status_t keel__cuda_launch_host_func(keel__cuda_stream_t *s, keel_host_fn_t
     }
     if (st != KEEL_OK)
         return st;
-    struct host_op *op = calloc(1, sizeof *op);
-    if (op == NULL)
-        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: no host memory", kfn);
+    struct host_op *op = NULL;
+    if ((st = op_get(s, q, &op)) != KEEL_OK)
+        return st;
     op->fn = fn;
     op->user_data = user_data;
-    op->q = q;
     pthread_mutex_lock(&q->enqueue_lock);
-    op->seq = ++q->next_seq;
-    uint32_t seq = op->seq;
-    err = gpuLaunchHostFunc(s->stream, host_signal, op);
+    err = gpuEventRecord(op->event, s->stream);
     CUresult res = CUDA_SUCCESS;
-    if (err == gpuSuccess)
-        res = keel__cu.StreamWaitValue32((CUstream)s->stream, (CUdeviceptr)(uintptr_t)q->counter, seq,
+    if (err == gpuSuccess) {
+        op->seq = q->next_seq + 1;
+        res = keel__cu.StreamWaitValue32((CUstream)s->stream, (CUdeviceptr)(uintptr_t)q->counter, op->seq,
                                          CU_STREAM_WAIT_VALUE_GEQ);
-    else
-        q->next_seq--;
+        /* Queued even if the wait failed: the event is in the stream, so the
+         * function still runs in order; only later work does not wait. */
+        q->next_seq = op->seq;
+        pthread_mutex_lock(&q->m);
+        if (q->tail)
+            q->tail->next = op;
+        else
+            q->head = op;
+        q->tail = op;
+        pthread_cond_signal(&q->cv);
+        pthread_mutex_unlock(&q->m);
+    }
     pthread_mutex_unlock(&q->enqueue_lock);
     if (err != gpuSuccess) {
-        free(op);
-        return keel__cuda_error(err, kfn, "cudaLaunchHostFunc");
+        pthread_mutex_lock(&q->m);
+        op->next = q->spare;
+        q->spare = op;
+        pthread_mutex_unlock(&q->m);
+        return keel__cuda_error(err, kfn, "cudaEventRecord");
     }
-    /* The function still runs; only the ordering of later work is lost. */
     if (res != CUDA_SUCCESS)
         return keel__cu_error(res, kfn, "cuStreamWaitValue32");
     return KEEL_OK;
@@ -196,6 +235,8 @@ void keel__cuda_hostq_release(keel__cuda_stream_t *s)
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->m);
     pthread_join(q->thread, NULL);
+    free_ops(q->head);
+    free_ops(q->spare);
     (void)gpuFreeHost((void *)q->counter);
     (void)gpuGetLastError();
     pthread_mutex_destroy(&q->enqueue_lock);
