@@ -263,9 +263,14 @@ START_TEST(test_module_ptx)
     OK(keel_memcpy(h, d, n * 4));
     for (unsigned i = 0; i < n; i++)
         ck_assert_uint_eq(h[i], val);
-    /* A block too large: the CUDA error, named, with the Keel call. */
+    /* A block too large (refused by the core against the device's limits,
+     * or by CUDA), and dynamic shared memory past what the kernel may use:
+     * CUDA's error, named, with the Keel call. */
     FAILS(KEEL_ERROR_INVALID_ARGUMENT,
           keel_launch_kernel(fill, (keel_dim3_t){1, 1, 1}, (keel_dim3_t){4096, 1, 1}, 0, s1, args));
+    DETAIL_HAS("keel_launch_kernel");
+    FAILS(KEEL_ERROR_INVALID_ARGUMENT,
+          keel_launch_kernel(fill, (keel_dim3_t){1, 1, 1}, (keel_dim3_t){32, 1, 1}, 1u << 30, s1, args));
     DETAIL_HAS("keel_launch_kernel: CUDA_ERROR_INVALID_VALUE");
     OK(keel_stream_synchronize(s1));
     OK(keel_free(d));
