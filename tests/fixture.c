@@ -582,14 +582,19 @@ static int run_again_with_cpu_devices(char **argv)
 
 const char *kt_current_test = "(none yet)";
 
-static void on_alarm(int sig)
+/* A thread, not alarm(): Check installs its own SIGALRM handler, which
+ * kills the process group without a word. */
+static void *watchdog(void *p)
 {
-    (void)sig;
-    static const char msg[] = "\nFAIL: the suite hung (watchdog); last per-device test started: ";
-    write(2, msg, sizeof msg - 1);
-    write(2, kt_current_test, strlen(kt_current_test));
-    write(2, "\n", 1);
+    unsigned secs = (unsigned)(uintptr_t)p;
+    struct timespec ts = {(time_t)secs, 0};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    fflush(stdout);
+    fprintf(stderr, "\nFAIL: the suite hung for %u s (watchdog; KEEL_TEST_TIMEOUT); the per-device test "
+            "running or last started: %s on %s\n", secs, kt_current_test, kt_dev ? keel_device_name(kt_dev) : "-");
     _exit(1);
+    return NULL;
 }
 
 int kt_main(int argc, char **argv, Suite *suite, int needs_devices, int multi_device)
@@ -597,8 +602,9 @@ int kt_main(int argc, char **argv, Suite *suite, int needs_devices, int multi_de
     /* Check's timeouts need fork mode; without it a hang must still end the
      * run. KEEL_TEST_TIMEOUT (seconds) stretches it for slow sanitizer builds. */
     const char *to = getenv("KEEL_TEST_TIMEOUT");
-    signal(SIGALRM, on_alarm);
-    alarm(to && *to ? (unsigned)atoi(to) : 300);
+    pthread_t wd;
+    if (pthread_create(&wd, NULL, watchdog, (void *)(uintptr_t)(to && *to ? (unsigned)atoi(to) : 300)) == 0)
+        pthread_detach(wd);
 
     (void)argc;
     /* Line-buffered even into a log file, so a hang or a crash keeps what came before. */
