@@ -600,10 +600,10 @@ static void *watchdog(void *p)
 int kt_main(int argc, char **argv, Suite *suite, int needs_devices, int multi_device)
 {
     /* Check's timeouts need fork mode; without it a hang must still end the
-     * run. KEEL_TEST_TIMEOUT (seconds) stretches it for slow sanitizer builds. */
+     * run. KEEL_TEST_TIMEOUT (seconds; 0: none) stretches it for slow sanitizer builds. */
     const char *to = getenv("KEEL_TEST_TIMEOUT");
     pthread_t wd;
-    if (pthread_create(&wd, NULL, watchdog, (void *)(uintptr_t)(to && *to ? (unsigned)atoi(to) : 300)) == 0)
+    if (!(to && strcmp(to, "0") == 0) && pthread_create(&wd, NULL, watchdog, (void *)(uintptr_t)(to && *to ? (unsigned)atoi(to) : 300)) == 0)
         pthread_detach(wd);
 
     (void)argc;

@@ -112,6 +112,10 @@ START_TEST(backend_get_info_rejects_bad_input_and_respects_struct_size)
     for (size_t i = 0; i < sizeof info - offsetof(keel_backend_info_t, plugin_path); i++)
         ck_assert_msg(tail[i] == 0x5A, "byte %zu past struct_size was written",
                       i + offsetof(keel_backend_info_t, plugin_path));
+    memset(&info, 0x5A, sizeof info);
+    info.struct_size = 0;
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_backend_get_info(cpu, &info));
+    ck_assert_msg(((unsigned char *)&info)[sizeof(size_t)] == 0x5A, "a refused call wrote the struct");
 }
 END_TEST
 
@@ -244,6 +248,22 @@ KT_DEVICE_TEST(device_properties_respect_struct_size_and_reject_bad_input)
     const unsigned char *b = (const unsigned char *)&p;
     for (size_t i = cut; i < sizeof p; i++)
         ck_assert_msg(b[i] == 0x5A, "byte %zu past struct_size %zu was written", i, cut);
+    /* A struct_size of 0 (never set) is refused, the struct untouched. */
+    memset(&p, 0x5A, sizeof p);
+    p.struct_size = 0;
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_device_get_properties(dev, &p));
+    ck_assert_msg(b[sizeof(size_t)] == 0x5A, "a refused call wrote the struct");
+    /* A newer caller's larger struct: Keel writes only what it knows. */
+    struct {
+        keel_device_properties_t p;
+        unsigned char more[64];
+    } big;
+    memset(&big, 0x5A, sizeof big);
+    big.p.struct_size = sizeof big;
+    KT_OK(keel_device_get_properties(dev, &big.p));
+    ck_assert_msg(big.p.name[0] != '\0', "name not filled");
+    for (size_t i = 0; i < sizeof big.more; i++)
+        ck_assert_msg(big.more[i] == 0x5A, "byte %zu past sizeof(keel_device_properties_t) was written", i);
     memset(&p, 0, sizeof p);
     p.struct_size = sizeof p;
     KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_device_get_properties(NULL, &p));

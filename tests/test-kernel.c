@@ -408,6 +408,36 @@ KT_DEVICE_TEST(launches_on_one_stream_run_in_order)
     free(ref);
 }
 
+/* Managed memory is written and read by the host directly, and by kernels. */
+KT_DEVICE_TEST(kernels_and_host_share_managed_memory)
+{
+    const int n = 3000;
+    float *x = NULL, *y = NULL;
+    keel_status_t st = keel_malloc_managed(dev, n * sizeof(float), (void **)&x);
+    if (st == KEEL_ERROR_NOT_SUPPORTED)
+        return;
+    ck_assert_msg(st == KEEL_OK, "%skeel_malloc_managed -> %s (%s)", kt_where(), keel_status_name(st), keel_last_error());
+    KT_OK(keel_malloc_managed(dev, n * sizeof(float), (void **)&y));
+    double *ref = malloc(n * sizeof(double));
+    kt_fill_random_f32(x, n);
+    kt_fill_random_f32(y, n);
+    for (int i = 0; i < n; i++)
+        ref[i] = 0.5 * x[i] + y[i];
+    keel_kernel_t *k = NULL;
+    KT_OK(kt_saxpy_kernel(dev, &k));
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    KT_OK(kt_launch_saxpy(k, s, n, 0.5f, x, y));
+    KT_OK(keel_stream_synchronize(s));
+    long bad = kt_check_f32(y, ref, n, 1e-6, 1e-6);
+    ck_assert_msg(bad < 0, "%sy[%ld] = %g, expected %g", kt_where(), bad, bad < 0 ? 0 : y[bad], bad < 0 ? 0 : ref[bad]);
+    KT_OK(keel_stream_destroy(s));
+    kt_kernel_put(k);
+    KT_OK(keel_free(x));
+    KT_OK(keel_free(y));
+    free(ref);
+}
+
 KT_DEVICE_TEST(module_lookup_names_and_attributes)
 {
     FOR_EACH_SOURCE(dev, ks)
@@ -688,6 +718,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, struct_argument_passes_by_value);
     kt_add_device_test(tc, kernel_without_arguments_runs_every_thread);
     kt_add_device_test(tc, launches_on_one_stream_run_in_order);
+    kt_add_device_test(tc, kernels_and_host_share_managed_memory);
     kt_add_device_test(tc, module_lookup_names_and_attributes);
     kt_add_device_test(tc, launch_rejects_bad_configurations);
     kt_add_device_test(tc, launch_rejects_blocks_past_the_device_limits);

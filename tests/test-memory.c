@@ -307,6 +307,10 @@ KT_DEVICE_TEST(pointer_info_of_host_memory_and_bad_arguments)
     const unsigned char *b = (const unsigned char *)&info;
     for (size_t i = offsetof(keel_pointer_info_t, base); i < sizeof info; i++)
         ck_assert_msg(b[i] == 0x5A, "byte %zu past struct_size was written", i);
+    memset(&info, 0x5A, sizeof info);
+    info.struct_size = 0;
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_pointer_get_info(d, &info));
+    ck_assert_msg(b[sizeof(size_t)] == 0x5A, "a refused call wrote the struct");
     KT_OK(keel_free(d));
 }
 
