@@ -194,6 +194,17 @@ KT_DEVICE_TEST(synchronous_calls_on_a_capturing_default_stream_are_busy)
     KT_FAIL(KEEL_ERROR_BUSY, keel_memcpy(d, host, 64));
     KT_FAIL(KEEL_ERROR_BUSY, keel_memset(d, 0, 64));
     KT_FAIL(KEEL_ERROR_BUSY, keel_stream_synchronize(def));
+    /* Freeing waits for the device's default stream: refused, the memory still live. */
+    KT_FAIL(KEEL_ERROR_BUSY, keel_free(d));
+    keel_pointer_info_t info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    KT_OK(keel_pointer_get_info(d, &info));
+    ck_assert_int_eq(info.kind, KEEL_MEMORY_DEVICE);
+    /* A stream-ordered free cannot be captured (each replay would free again). */
+    KT_FAIL(KEEL_ERROR_BUSY, keel_free_async(d, def));
+    KT_OK(keel_pointer_get_info(d, &info));
+    ck_assert_int_eq(info.kind, KEEL_MEMORY_DEVICE);
     keel_graph_t *g = NULL;
     KT_OK(keel_stream_end_capture(def, &g));
     KT_OK(keel_graph_destroy(g));
