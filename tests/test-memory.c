@@ -177,6 +177,17 @@ KT_DEVICE_TEST(async_copies_and_memset_on_a_stream)
     KT_OK(keel_memcpy_async(pinned, d2, N, s));
     KT_OK(keel_stream_synchronize(s));
     memcpy(dst, pinned, N);
+    /* Host to host on a stream works too, in the stream's order. */
+    unsigned char *h2 = malloc(N);
+    kt_poison(h2, N);
+    KT_OK(keel_memcpy_async(h2, dst, N, s));
+    KT_OK(keel_stream_synchronize(s));
+    ck_assert_msg(memcmp(h2, dst, N) == 0, "%shost-to-host async copy differs", kt_where());
+    free(h2);
+    /* Zero bytes is a no-op, as in CUDA, even at the end of an allocation. */
+    KT_OK(keel_memcpy((char *)d1 + N, src, 0));
+    KT_OK(keel_memcpy_async(d1, src, 0, s));
+    KT_OK(keel_memset(d1, 0, 0));
     for (size_t i = 0; i < N; i++) {
         unsigned char want = i < N / 2 ? src[i] : (i >= N / 2 + 100 && i < N / 2 + 150) ? 0x3C : 0x11;
         ck_assert_msg(dst[i] == want, "%sbyte %zu is %#x, expected %#x", kt_where(), i, dst[i], want);
