@@ -66,6 +66,7 @@ static keel_status_t blas_ctx(keel__cuda_stream_t *s, keel__cuda_blas_ctx_t **ou
 keel_status_t keel__cuda_cublas(void *stream_ctx, cublasHandle_t *handle)
 {
     keel__cuda_stream_t *s = stream_ctx;
+    keel__cuda_stream_touch(s); /* the caller enqueues through the handle */
     keel__cuda_blas_ctx_t *b;
     keel_status_t st = blas_ctx(s, &b);
     if (st != KEEL_OK)
@@ -104,6 +105,7 @@ keel_status_t keel__cuda_cublaslt(void *stream_ctx, cublasLtHandle_t *handle, vo
 {
     keel__cuda_stream_t *s = stream_ctx;
     keel__cuda_device_t *dev = s->dev;
+    keel__cuda_stream_touch(s); /* the caller enqueues with the handle */
     keel__cuda_blas_ctx_t *b;
     keel_status_t st = blas_ctx(s, &b);
     if (st != KEEL_OK)

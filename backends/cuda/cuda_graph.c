@@ -29,6 +29,7 @@ static keel_status_t graph_launch(void *exec_ctx, void *stream_ctx)
     keel__cuda_graph_exec_t *x = exec_ctx;
     keel__cuda_stream_t *s = stream_ctx;
     gpuError_t err = gpuGraphLaunch(x->exec, s->stream);
+    keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
         return keel__cuda_error(err, "keel_graph_launch", NULL);
     return KEEL_OK;

@@ -11,6 +11,11 @@
  *     (cuStreamWaitValue32) on a counter in pinned memory;
  *   - the stream's thread waits for the event, runs the function, and sets
  *     the counter to the function's sequence number, releasing the stream.
+ * Host functions enqueued one after another, with no other work in between,
+ * share one event and one wait: CUDA blocks the enqueuing thread once a few
+ * dozen such operations queue behind a stream that waits, and hundreds of
+ * host functions behind one that blocks must still enqueue at once. The
+ * stream's epoch (keel__cuda_stream_touch) says whether other work came.
  * While a stream is being captured into a graph the function goes to
  * cudaLaunchHostFunc (a graph host node), since sequence numbers baked into a
  * graph could not replay. Where the driver refuses stream memory operations,
@@ -23,26 +28,48 @@
 struct host_op {
     keel_host_fn_t fn;
     void *user_data;
-    uint32_t seq;
-    gpuEvent_t event;               /* marks where the function runs in the stream */
+    uint32_t batch;                 /* the wait in the stream that it holds */
+    gpuEvent_t event;               /* first of a batch: where the batch starts; else NULL */
     struct host_op *next;
 };
 
 struct keel__cuda_hostq {
-    pthread_mutex_t enqueue_lock;   /* keeps sequence numbers and the queue in stream order */
-    uint32_t next_seq;
-    pthread_mutex_t m;              /* guards the queue, the spare events and stop */
+    pthread_mutex_t enqueue_lock;   /* keeps batches and the queue in stream order */
+    pthread_mutex_t m;              /* guards what follows */
     pthread_cond_t cv;
-    struct host_op *head, *tail;
-    struct host_op *spare;          /* finished ops, their events kept for reuse */
+    struct host_op *head, *tail;    /* functions not yet run, in order */
+    uint32_t last_batch;            /* the newest batch enqueued */
+    uint32_t released;              /* the newest batch whose wait was released */
+    unsigned batch_epoch;           /* the stream's epoch when last_batch was enqueued */
+    int batch_ok;                   /* the running batch's event completed without error */
+    gpuEvent_t *events;             /* spare events */
+    size_t nevents, capevents;
     int stop;
+    int ordinal;                    /* the stream's device */
     pthread_t thread;
     volatile uint32_t *counter;     /* pinned; the stream waits on it */
 };
 
+static void event_put(struct keel__cuda_hostq *q, gpuEvent_t e)
+{
+    if (q->nevents == q->capevents) {
+        size_t cap = q->capevents ? 2 * q->capevents : 8;
+        gpuEvent_t *n = realloc(q->events, cap * sizeof *n);
+        if (n == NULL) {
+            (void)gpuEventDestroy(e);
+            return;
+        }
+        q->events = n;
+        q->capevents = cap;
+    }
+    q->events[q->nevents++] = e;
+}
+
 static void *host_worker(void *arg)
 {
     struct keel__cuda_hostq *q = arg;
+    /* So that the runtime calls here never make another device current. */
+    (void)gpuSetDevice(q->ordinal);
     pthread_mutex_lock(&q->m);
     for (;;) {
         while (q->head == NULL && !q->stop)
@@ -54,14 +81,22 @@ static void *host_worker(void *arg)
         if (q->head == NULL)
             q->tail = NULL;
         pthread_mutex_unlock(&q->m);
-        /* As cudaLaunchHostFunc: the function is not called once the
+        /* As cudaLaunchHostFunc: the functions are not called once the
          * context has failed; the stream is released either way. */
-        if (gpuEventSynchronize(op->event) == gpuSuccess)
+        if (op->event != NULL)
+            q->batch_ok = gpuEventSynchronize(op->event) == gpuSuccess;
+        if (q->batch_ok)
             op->fn(op->user_data);
-        __atomic_store_n(q->counter, op->seq, __ATOMIC_RELEASE);
         pthread_mutex_lock(&q->m);
-        op->next = q->spare;
-        q->spare = op;
+        /* The batch ends when no function of it is left; one enqueued while
+         * this one ran joins it (the enqueuer sees it unreleased, under m). */
+        if (q->head == NULL || q->head->batch != op->batch) {
+            q->released = op->batch;
+            __atomic_store_n(q->counter, op->batch, __ATOMIC_RELEASE);
+        }
+        if (op->event != NULL)
+            event_put(q, op->event);
+        free(op);
     }
     pthread_mutex_unlock(&q->m);
     return NULL;
@@ -71,7 +106,8 @@ static void free_ops(struct host_op *op)
 {
     while (op != NULL) {
         struct host_op *next = op->next;
-        (void)gpuEventDestroy(op->event);
+        if (op->event != NULL)
+            (void)gpuEventDestroy(op->event);
         free(op);
         op = next;
     }
@@ -120,6 +156,7 @@ static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *
             st = keel__cuda_error(err, "keel_stream_launch_host_func", "allocating the host-function counter");
         } else {
             q->counter = counter;
+            q->ordinal = s->dev->ordinal;
             pthread_mutex_init(&q->enqueue_lock, NULL);
             pthread_mutex_init(&q->m, NULL);
             pthread_cond_init(&q->cv, NULL);
@@ -146,29 +183,30 @@ static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *
     return st;
 }
 
-/* A finished op with its event, or a new one. */
-static keel_status_t op_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *q, struct host_op **out)
+static keel_status_t event_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *q, gpuEvent_t *out)
 {
     pthread_mutex_lock(&q->m);
-    struct host_op *op = q->spare;
-    if (op != NULL)
-        q->spare = op->next;
+    gpuEvent_t e = q->nevents ? q->events[--q->nevents] : NULL;
     pthread_mutex_unlock(&q->m);
-    if (op == NULL) {
-        op = calloc(1, sizeof *op);
-        if (op == NULL)
-            return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_stream_launch_host_func: no host memory");
+    if (e == NULL) {
         gpuError_t err = keel__cuda_use_device(s->dev);
         if (err == gpuSuccess)
-            err = gpuEventCreateWithFlags(&op->event, gpuEventDisableTiming | gpuEventBlockingSync);
-        if (err != gpuSuccess) {
-            free(op);
+            err = gpuEventCreateWithFlags(&e, gpuEventDisableTiming | gpuEventBlockingSync);
+        if (err != gpuSuccess)
             return keel__cuda_error(err, "keel_stream_launch_host_func", "cudaEventCreateWithFlags");
-        }
     }
-    op->next = NULL;
-    *out = op;
+    *out = e;
     return KEEL_OK;
+}
+
+static void enqueue_op(struct keel__cuda_hostq *q, struct host_op *op)
+{
+    if (q->tail)
+        q->tail->next = op;
+    else
+        q->head = op;
+    q->tail = op;
+    pthread_cond_signal(&q->cv);
 }
 
 keel_status_t keel__cuda_launch_host_func(keel__cuda_stream_t *s, keel_host_fn_t fn, void *user_data)
@@ -184,40 +222,59 @@ keel_status_t keel__cuda_launch_host_func(keel__cuda_stream_t *s, keel_host_fn_t
         st = hostq_get(s, &q);
     if (st == KEEL_ERROR_NOT_SUPPORTED) {
         err = gpuLaunchHostFunc(s->stream, (gpuHostFn_t)fn, user_data);
+        keel__cuda_stream_touch(s);
         return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, kfn, "cudaLaunchHostFunc");
     }
     if (st != KEEL_OK)
         return st;
-    struct host_op *op = NULL;
-    if ((st = op_get(s, q, &op)) != KEEL_OK)
-        return st;
+    struct host_op *op = calloc(1, sizeof *op);
+    if (op == NULL)
+        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: no host memory", kfn);
     op->fn = fn;
     op->user_data = user_data;
+
     pthread_mutex_lock(&q->enqueue_lock);
-    err = gpuEventRecord(op->event, s->stream);
+    unsigned epoch = atomic_load_explicit(&s->epoch, memory_order_relaxed);
+    pthread_mutex_lock(&q->m);
+    if (q->released != q->last_batch && q->batch_epoch == epoch) {
+        /* The stream still waits for the newest batch and nothing else was
+         * enqueued after it: this function joins it. */
+        op->batch = q->last_batch;
+        enqueue_op(q, op);
+        pthread_mutex_unlock(&q->m);
+        pthread_mutex_unlock(&q->enqueue_lock);
+        return KEEL_OK;
+    }
+    pthread_mutex_unlock(&q->m);
+
+    gpuEvent_t event = NULL;
+    if ((st = event_get(s, q, &event)) != KEEL_OK) {
+        pthread_mutex_unlock(&q->enqueue_lock);
+        free(op);
+        return st;
+    }
+    err = gpuEventRecord(event, s->stream);
     CUresult res = CUDA_SUCCESS;
     if (err == gpuSuccess) {
-        op->seq = q->next_seq + 1;
-        res = keel__cu.StreamWaitValue32((CUstream)s->stream, (CUdeviceptr)(uintptr_t)q->counter, op->seq,
+        uint32_t batch = q->last_batch + 1;
+        res = keel__cu.StreamWaitValue32((CUstream)s->stream, (CUdeviceptr)(uintptr_t)q->counter, batch,
                                          CU_STREAM_WAIT_VALUE_GEQ);
         /* Queued even if the wait failed: the event is in the stream, so the
          * function still runs in order; only later work does not wait. */
-        q->next_seq = op->seq;
+        op->batch = batch;
+        op->event = event;
         pthread_mutex_lock(&q->m);
-        if (q->tail)
-            q->tail->next = op;
-        else
-            q->head = op;
-        q->tail = op;
-        pthread_cond_signal(&q->cv);
+        q->last_batch = batch;
+        q->batch_epoch = res == CUDA_SUCCESS ? epoch : epoch - 1u;
+        enqueue_op(q, op);
         pthread_mutex_unlock(&q->m);
     }
     pthread_mutex_unlock(&q->enqueue_lock);
     if (err != gpuSuccess) {
         pthread_mutex_lock(&q->m);
-        op->next = q->spare;
-        q->spare = op;
+        event_put(q, event);
         pthread_mutex_unlock(&q->m);
+        free(op);
         return keel__cuda_error(err, kfn, "cudaEventRecord");
     }
     if (res != CUDA_SUCCESS)
@@ -236,7 +293,9 @@ void keel__cuda_hostq_release(keel__cuda_stream_t *s)
     pthread_mutex_unlock(&q->m);
     pthread_join(q->thread, NULL);
     free_ops(q->head);
-    free_ops(q->spare);
+    for (size_t i = 0; i < q->nevents; i++)
+        (void)gpuEventDestroy(q->events[i]);
+    free(q->events);
     (void)gpuFreeHost((void *)q->counter);
     (void)gpuGetLastError();
     pthread_mutex_destroy(&q->enqueue_lock);

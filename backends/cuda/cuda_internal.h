@@ -77,6 +77,10 @@ struct keel__cuda_hostq;
 typedef struct keel__cuda_stream {
     gpuStream_t stream;            /* first: the launch path reads it */
     keel__cuda_device_t *dev;
+    /* Changes after every enqueue that is not a host function (see
+     * keel__cuda_stream_touch): host functions with nothing in between share
+     * one wait in the stream. */
+    atomic_uint epoch;
     pthread_mutex_t lock;          /* guards the lazy BLAS and host-function state */
     _Atomic(keel__cuda_blas_ctx_t *) blas;
     _Atomic(struct keel__cuda_hostq *) hostq;
@@ -144,6 +148,16 @@ static inline gpuError_t keel__cuda_use_device(const keel__cuda_device_t *dev)
     if (err != gpuSuccess || cur != dev->ordinal)
         err = gpuSetDevice(dev->ordinal);
     return err;
+}
+
+/* Marks that work other than a host function was enqueued on @p s. Called
+ * after the enqueue. Not a read-modify-write on purpose: a lost increment
+ * under concurrent enqueues still changes the value, which is all that is
+ * read (it costs a load and a store on the launch path). */
+static inline void keel__cuda_stream_touch(keel__cuda_stream_t *s)
+{
+    atomic_store_explicit(&s->epoch, atomic_load_explicit(&s->epoch, memory_order_relaxed) + 1u,
+                          memory_order_relaxed);
 }
 
 /* Make the device's primary context current for a driver call that needs

@@ -75,6 +75,7 @@ static keel_status_t mem_alloc_async(void *stream_ctx, size_t bytes, void **ptr)
     void *p = NULL;
     /* Served from the default pool of the stream's device. */
     gpuError_t err = gpuMallocAsync(&p, bytes, s->stream);
+    keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))   /* the core prefixes the call, size and device */
         return keel__cuda_error(err, NULL, "cudaMallocAsync");
     *ptr = p;
@@ -85,6 +86,7 @@ static keel_status_t mem_free_async(void *stream_ctx, void *ptr)
 {
     keel__cuda_stream_t *s = stream_ctx;
     gpuError_t err = gpuFreeAsync(ptr, s->stream);
+    keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
         return keel__cuda_error(err, "keel_free_async", NULL);
     return KEEL_OK;
@@ -121,7 +123,9 @@ static keel_status_t mem_memcpy_async(void *stream_ctx, void *dst, keel_memory_k
                                       keel_memory_kind_t src_kind, size_t bytes)
 {
     int synced;
-    return copy(stream_ctx, dst, dst_kind, src, src_kind, bytes, "keel_memcpy_async", &synced);
+    keel_status_t st = copy(stream_ctx, dst, dst_kind, src, src_kind, bytes, "keel_memcpy_async", &synced);
+    keel__cuda_stream_touch(stream_ctx);
+    return st;
 }
 
 static keel_status_t mem_memcpy_sync(void *stream_ctx, void *dst, keel_memory_kind_t dst_kind, const void *src,
@@ -130,6 +134,7 @@ static keel_status_t mem_memcpy_sync(void *stream_ctx, void *dst, keel_memory_ki
     keel__cuda_stream_t *s = stream_ctx;
     int synced;
     keel_status_t st = copy(s, dst, dst_kind, src, src_kind, bytes, "keel_memcpy", &synced);
+    keel__cuda_stream_touch(s);
     if (st != KEEL_OK || synced)
         return st;
     gpuError_t err = gpuStreamSynchronize(s->stream);
@@ -142,6 +147,7 @@ static keel_status_t mem_memset_async(void *stream_ctx, void *dst, int value, si
 {
     keel__cuda_stream_t *s = stream_ctx;
     gpuError_t err = gpuMemsetAsync(dst, value, bytes, s->stream);
+    keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
         return keel__cuda_error(err, "keel_memset_async", NULL);
     return KEEL_OK;
@@ -153,6 +159,7 @@ static keel_status_t mem_memcpy_peer_async(void *stream_ctx, void *dst, void *ds
     keel__cuda_stream_t *s = stream_ctx;
     const keel__cuda_device_t *dd = dst_device_ctx, *sd = src_device_ctx;
     gpuError_t err = gpuMemcpyPeerAsync(dst, dd->ordinal, src, sd->ordinal, bytes, s->stream);
+    keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess)) {
         char what[96];
         snprintf(what, sizeof what, "%zu bytes from cuda:%d to cuda:%d", bytes, sd->ordinal, dd->ordinal);

@@ -193,16 +193,17 @@ static keel_status_t kern_launch(void *kernel_ctx, keel_dim3_t grid, keel_dim3_t
                                  void *stream_ctx, void **args)
 {
     const keel__cuda_kernel_t *k = kernel_ctx;
+    keel__cuda_stream_t *s = stream_ctx;
     if (KEEL_CUDA_UNLIKELY(shared_bytes > UINT_MAX))
         return launch_error(CUDA_ERROR_INVALID_VALUE, k, grid, block, shared_bytes);
     if (KEEL_CUDA_UNLIKELY(k->needs_context)) {
-        CUresult res = launch_in_context(k, grid, block, (unsigned)shared_bytes,
-                                         ((const keel__cuda_stream_t *)stream_ctx)->stream, args, 0);
+        CUresult res = launch_in_context(k, grid, block, (unsigned)shared_bytes, s->stream, args, 0);
+        keel__cuda_stream_touch(s);
         return res == CUDA_SUCCESS ? KEEL_OK : launch_error(res, k, grid, block, shared_bytes);
     }
     CUresult res = keel__cu.LaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                         (unsigned)shared_bytes, ((const keel__cuda_stream_t *)stream_ctx)->stream,
-                                         args, NULL);
+                                         (unsigned)shared_bytes, s->stream, args, NULL);
+    keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(res != CUDA_SUCCESS))
         return launch_error(res, k, grid, block, shared_bytes);
     return KEEL_OK;

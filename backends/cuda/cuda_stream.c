@@ -5,6 +5,8 @@
 
 cudaStream_t keel__cuda_stream(void *stream_ctx)
 {
+    /* The caller (a built-in operation) is about to enqueue on it. */
+    keel__cuda_stream_touch(stream_ctx);
     return ((keel__cuda_stream_t *)stream_ctx)->stream;
 }
 
@@ -79,6 +81,7 @@ static keel_status_t stream_wait_event(void *stream_ctx, void *event_ctx)
     keel__cuda_event_t *e = event_ctx;
     /* Works across devices too: CUDA events may be waited on by any device's stream. */
     gpuError_t err = gpuStreamWaitEvent(s->stream, e->event, 0);
+    keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
         return keel__cuda_error(err, "keel_stream_wait_event", NULL);
     return KEEL_OK;
@@ -95,6 +98,7 @@ static keel_status_t stream_begin_capture(void *stream_ctx)
     /* Relaxed: other threads' CUDA calls, and lazily made state such as a
      * BLAS handle's workspace allocated during the capture, stay legal. */
     gpuError_t err = gpuStreamBeginCapture(s->stream, gpuStreamCaptureModeRelaxed);
+    keel__cuda_stream_touch(s);
     if (err != gpuSuccess)
         return keel__cuda_error(err, "keel_stream_begin_capture", NULL);
     return KEEL_OK;
@@ -106,6 +110,7 @@ static keel_status_t stream_end_capture(void *stream_ctx, void **graph_ctx)
     keel__cuda_graph_t *g = calloc(1, sizeof *g);
     gpuGraph_t graph = NULL;
     gpuError_t err = gpuStreamEndCapture(s->stream, &graph);
+    keel__cuda_stream_touch(s);
     if (err != gpuSuccess || g == NULL) {
         free(g);
         if (err == gpuSuccess) {
@@ -173,6 +178,7 @@ static keel_status_t event_record(void *event_ctx, void *stream_ctx)
     keel__cuda_event_t *e = event_ctx;
     keel__cuda_stream_t *s = stream_ctx;
     gpuError_t err = gpuEventRecord(e->event, s->stream);
+    keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
         return keel__cuda_error(err, "keel_event_record", NULL);
     if (!atomic_load_explicit(&e->recorded, memory_order_relaxed))
