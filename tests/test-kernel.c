@@ -586,6 +586,48 @@ KT_DEVICE_TEST(launch_rejects_blocks_past_the_device_limits)
     kt_kernel_put(k);
 }
 
+/* A block may use up to shared_memory_per_block bytes (device.h): raising a
+ * kernel's limit to it works, past it is refused, and a launch follows the limit. */
+KT_DEVICE_TEST(dynamic_shared_limit_follows_the_device_property)
+{
+    keel_device_properties_t p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    KT_OK(keel_device_get_properties(dev, &p));
+    keel_kernel_t *k = NULL;
+    KT_OK(kt_saxpy_kernel(dev, &k));
+    keel_stream_t *s = NULL;
+    KT_OK(keel_device_default_stream(dev, &s));
+    int n = 0;
+    float a = 1.0f, *y = NULL;
+    void *args[] = {&n, &a, &y, &y};
+    const keel_dim3_t one = {1, 1, 1};
+    keel_status_t st = keel_kernel_set_max_dynamic_shared(k, p.shared_memory_per_block);
+    if (st == KEEL_ERROR_NOT_SUPPORTED) {
+        kt_kernel_put(k);
+        return;
+    }
+    ck_assert_msg(st == KEEL_OK, "%sraising to %zu: %s (%s)", kt_where(), p.shared_memory_per_block,
+                  keel_status_name(st), keel_last_error());
+    int v = 0;
+    KT_OK(keel_kernel_get_attribute(k, KEEL_KERNEL_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, &v));
+    ck_assert_msg((size_t)v <= p.shared_memory_per_block && (size_t)v + 65536 >= p.shared_memory_per_block,
+                  "%smax dynamic shared %d after raising to %zu", kt_where(), v, p.shared_memory_per_block);
+    KT_OK(keel_launch_kernel(k, one, one, (size_t)v, s, args));
+    KT_OK(keel_stream_synchronize(s));
+    /* An args array with a NULL entry is refused where the backend knows the arguments. */
+    if (kt_is_cpu(dev)) {
+        void *holes[] = {&n, NULL, &y, &y};
+        KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_launch_kernel(k, one, one, 0, s, holes));
+    }
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_launch_kernel(k, one, one, p.shared_memory_per_block + 1, s, args));
+    keel_clear_error();
+    st = keel_kernel_set_max_dynamic_shared(k, p.shared_memory_per_block + 1);
+    kt_kernel_put(k);
+    ck_assert_msg(st != KEEL_OK, "%sraising a kernel's shared memory past the device's %zu bytes per block succeeded",
+                  kt_where(), p.shared_memory_per_block);
+}
+
 KT_DEVICE_TEST(module_loading_errors)
 {
     keel_module_t *m = KT_SENTINEL;
@@ -722,6 +764,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, module_lookup_names_and_attributes);
     kt_add_device_test(tc, launch_rejects_bad_configurations);
     kt_add_device_test(tc, launch_rejects_blocks_past_the_device_limits);
+    kt_add_device_test(tc, dynamic_shared_limit_follows_the_device_property);
     kt_add_device_test(tc, module_loading_errors);
     kt_add_device_test(tc, unloaded_module_and_its_kernels_are_stale);
     kt_add_device_test(tc, register_cpu_rejects_bad_descriptors);
