@@ -228,6 +228,8 @@ START_TEST(env_var_table_names_every_variable)
     }
     for (int i = 0; i < 6; i++)
         ck_assert_msg(found[i], "%s is not in keel_env_var_get's table", want[i]);
+    /* Either output may be NULL. */
+    KT_OK(keel_env_var_get(0, NULL, NULL));
     const char *name = KT_SENTINEL;
     KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_env_var_get(-1, &name, &name));
     ck_assert_ptr_eq(name, KT_SENTINEL);
