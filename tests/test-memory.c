@@ -271,11 +271,12 @@ KT_DEVICE_TEST(copy_and_memset_reject_bad_arguments)
     unsigned char host[256];
     keel_stream_t *s = NULL;
     KT_OK(keel_stream_create(dev, 0, 0, &s));
-    keel_clear_error();
-    ck_assert_int_ne(keel_memcpy(NULL, d, 16), KEEL_OK);
-    ck_assert_int_ne(keel_memcpy(d, NULL, 16), KEEL_OK);
-    ck_assert_int_ne(keel_memset(NULL, 0, 16), KEEL_OK);
-    ck_assert_int_ne(keel_memcpy_async(NULL, d, 16, s), KEEL_OK);
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(NULL, d, 16));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(d, NULL, 16));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(host, NULL, 0));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memset(NULL, 0, 16));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy_async(NULL, d, 16, s));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memset_async(NULL, 0, 16, s));
     KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_memcpy_async(host, d, 16, NULL));
     KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_memset_async(d, 0, 16, NULL));
     keel_stream_t *dead = NULL;
