@@ -16,6 +16,7 @@
  *   loglevel                   "loglevel OK <n>"
  *   logcb                      installs a log callback that prints "cb <level> <message>"
  *   nocb                       removes it again (lines go back to stderr)
+ *   debug                      keel_log_set_level(KEEL_LOG_DEBUG)
  *   cross:<b1>:<b2>            copies between memory of device 0 of b1 and of b2: "cross:... <STATUS> <detail>"
  *   roundtrip:<backend>        allocates, copies in and out, checks: "roundtrip:... <STATUS> <detail>"
  *   peer:<b1>:<b2>             "peer:... <STATUS> <can_access>"
@@ -152,6 +153,8 @@ int main(int argc, char **argv)
             print_status(cmd, KEEL_OK, buf);
         } else if (strcmp(cmd, "logcb") == 0) {
             keel_log_set_callback(log_cb, NULL);
+        } else if (strcmp(cmd, "debug") == 0) {
+            keel_log_set_level(KEEL_LOG_DEBUG);
         } else if (strcmp(cmd, "nocb") == 0) {
             keel_log_set_callback(NULL, NULL);
         } else if (strncmp(cmd, "cross:", 6) == 0 || strncmp(cmd, "peer:", 5) == 0) {

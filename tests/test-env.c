@@ -105,7 +105,7 @@ static const char *expected_default(probe_t *p, const char *const *order, int n)
 
 START_TEST(unset_backend_picks_the_first_usable_of_cuda_hip_cpu)
 {
-    probe_t p = run(NOENV, CMDS("init", "backends", "default", "roundtrip:cpu"));
+    probe_t p = run(NOENV, CMDS("init", "backends", "default", "roundtrip:cpu", "find:bogus", "get:cpu:9"));
     EXPECT_STATUS(p, "init", "OK");
     static const char *const order[] = {"cuda", "hip", "cpu"};
     const char *want = expected_default(&p, order, 3);
@@ -334,6 +334,17 @@ START_TEST(log_info_explains_skipped_backends_on_stderr)
 }
 END_TEST
 
+/* keel_log_set_level takes effect at once: at debug every error detail is logged. */
+START_TEST(log_level_set_at_run_time_logs_error_details)
+{
+    probe_t p = run(ENV("KEEL_BACKEND=cpu"), CMDS("init", "find:quiet_one", "debug", "find:loud_one"));
+    EXPECT_STATUS(p, "find:loud_one", "KEEL_ERROR_NOT_FOUND");
+    ck_assert_msg(strstr(p.r.err, "loud_one") != NULL, "at debug, the error detail was not logged:\n%s", p.r.err);
+    ck_assert_msg(strstr(p.r.err, "quiet_one") == NULL, "before debug, an error detail was logged:\n%s", p.r.err);
+    done(&p);
+}
+END_TEST
+
 START_TEST(log_callback_receives_the_lines_instead_of_stderr)
 {
     probe_t p = run(ENV("KEEL_LOG=info"), CMDS("logcb", "init", "default"));
@@ -493,6 +504,7 @@ static Suite *suite(void)
     tcase_add_test(tl, log_levels_are_read_from_the_environment);
     tcase_add_test(tl, log_info_explains_skipped_backends_on_stderr);
     tcase_add_test(tl, log_callback_receives_the_lines_instead_of_stderr);
+    tcase_add_test(tl, log_level_set_at_run_time_logs_error_details);
     suite_add_tcase(s, tl);
     TCase *tcpu = kt_tcase_create("cpu", 120);
     tcase_add_test(tcpu, cpu_devices_sets_the_device_count);
