@@ -135,20 +135,20 @@ keel_status_t keel_free_async(void *ptr, keel_stream_t *stream)
     if (atomic_load(&stream->capturing))
         return keel__set_error(KEEL_ERROR_BUSY, "keel_free_async: the stream is capturing a graph; a stream-ordered "
                                "free cannot be captured (each replay would free the block again)");
+    /* One registry operation on the hot path: take the entry out, put it
+     * back if the call turns out to be wrong. */
     keel__alloc_t a;
-    if (!keel__registry_find(ptr, &a) || a.base != (uintptr_t)ptr) {
-        keel__registry_remove(ptr, NULL); /* words the interior-pointer case */
+    if (keel__registry_remove(ptr, &a) != KEEL_OK)
         return unknown_pointer("keel_free_async", ptr);
-    }
-    if (a.device != stream->device)
-        return keel__set_error(KEEL_ERROR_DEVICE_MISMATCH, "keel_free_async: %p belongs to %s, the stream to %s", ptr,
-                               a.device->name, stream->device->name);
-    if (a.kind != KEEL_MEMORY_DEVICE)
+    if (KEEL__UNLIKELY(a.device != stream->device || a.kind != KEEL_MEMORY_DEVICE)) {
+        keel__registry_add(ptr, a.size, a.kind, a.device, a.stream_ordered);
+        if (a.device != stream->device)
+            return keel__set_error(KEEL_ERROR_DEVICE_MISMATCH, "keel_free_async: %p belongs to %s, the stream to %s",
+                                   ptr, a.device->name, stream->device->name);
         return keel__set_error(KEEL_ERROR_INVALID_POINTER,
                                "keel_free_async: %p is %s memory; only device memory is freed stream-ordered (use keel_free)",
                                ptr, kind_name(a.kind));
-    if (keel__registry_remove(ptr, &a) != KEEL_OK) /* lost a race with another free */
-        return unknown_pointer("keel_free_async", ptr);
+    }
     const keel_memory_vtable_t *m = stream->device->plugin->memory;
     if (a.stream_ordered && m->free_async)
         return m->free_async(stream->ctx, ptr);

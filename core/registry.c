@@ -1,18 +1,35 @@
 /* The registry of live allocations: base, size, kind and device of every
- * pointer Keel handed out. A balanced tree (glibc tsearch) ordered by base
- * answers "which allocation holds this address" in O(log n), since
- * allocations never overlap. A reader-writer lock lets lookups run in parallel. */
+ * pointer Keel handed out.
+ *
+ * Two indexes. A hash table on the base address answers the common questions
+ * (free, copy from the start of a buffer) in O(1). A balanced tree (glibc
+ * tsearch) ordered by base answers "which allocation holds this interior
+ * address" in O(log n), since allocations never overlap. The tree is kept
+ * lazily: a new allocation waits on a pending list until an interior lookup
+ * needs the tree, so a steady allocate/free loop (keel_malloc_async +
+ * keel_free_async) never touches it. Nodes are recycled through a free list. */
 #include <search.h>
 #include <stdlib.h>
+#include <uthash.h>
 #include "core/internal.h"
 
-static void *tree;
-static pthread_rwlock_t tree_lock = PTHREAD_RWLOCK_INITIALIZER;
+typedef struct node {
+    keel__alloc_t a;
+    UT_hash_handle hh;
+    int in_tree;
+    struct node *prev, *next; /* pending list while !in_tree; free list link */
+} node_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static node_t *table;   /* uthash on a.base */
+static void *tree;      /* tsearch tree of node_t * ordered by a.base */
+static node_t *pending; /* allocations not yet in the tree */
+static node_t *spare;   /* recycled nodes */
 
 /* Orders by base; a probe of size 0 matches the allocation that contains it. */
-static int compare(const void *a, const void *b)
+static int compare(const void *x_, const void *y_)
 {
-    const keel__alloc_t *x = a, *y = b;
+    const keel__alloc_t *x = x_, *y = y_;
     if (x->size == 0 && x->base >= y->base && x->base - y->base < y->size)
         return 0;
     if (y->size == 0 && y->base >= x->base && y->base - x->base < x->size)
@@ -20,63 +37,121 @@ static int compare(const void *a, const void *b)
     return x->base < y->base ? -1 : x->base > y->base ? 1 : 0;
 }
 
+static void pending_unlink(node_t *n)
+{
+    if (n->prev)
+        n->prev->next = n->next;
+    else
+        pending = n->next;
+    if (n->next)
+        n->next->prev = n->prev;
+    n->prev = n->next = NULL;
+}
+
+/* Moves every pending allocation into the tree. 0, or -1 when out of memory. */
+static int flush_pending(void)
+{
+    while (pending) {
+        node_t *n = pending;
+        if (!tsearch(&n->a, &tree, compare))
+            return -1;
+        pending_unlink(n);
+        n->in_tree = 1;
+    }
+    return 0;
+}
+
+static void release(node_t *n)
+{
+    HASH_DEL(table, n);
+    if (n->in_tree)
+        tdelete(&n->a, &tree, compare);
+    else
+        pending_unlink(n);
+    n->next = spare;
+    spare = n;
+}
+
 keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kind, struct keel_device *dev,
                                  int stream_ordered)
 {
-    keel__alloc_t *a = malloc(sizeof(*a));
-    if (!a)
-        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "allocation registry: out of host memory");
-    a->base = (uintptr_t)base;
-    a->size = size;
-    a->kind = kind;
-    a->device = dev;
-    a->stream_ordered = stream_ordered;
-    pthread_rwlock_wrlock(&tree_lock);
-    keel__alloc_t **slot = tsearch(a, &tree, compare);
-    int dup = slot && *slot != a;
-    pthread_rwlock_unlock(&tree_lock);
-    if (!slot || dup) {
-        free(a);
-        return keel__set_error(slot ? KEEL_ERROR_INTERNAL : KEEL_ERROR_OUT_OF_MEMORY,
-                               "allocation registry: %s %p", slot ? "backend returned a live address" : "out of host memory",
+    uintptr_t key = (uintptr_t)base;
+    pthread_mutex_lock(&lock);
+    node_t *n;
+    HASH_FIND(hh, table, &key, sizeof(key), n);
+    if (n) {
+        pthread_mutex_unlock(&lock);
+        return keel__set_error(KEEL_ERROR_INTERNAL, "allocation registry: the backend returned %p, which is still live",
                                base);
     }
+    if (spare) {
+        n = spare;
+        spare = n->next;
+    } else if (!(n = malloc(sizeof(*n)))) {
+        pthread_mutex_unlock(&lock);
+        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "allocation registry: out of host memory");
+    }
+    n->a = (keel__alloc_t){key, size, kind, dev, stream_ordered};
+    n->in_tree = 0;
+    n->prev = NULL;
+    n->next = pending;
+    if (pending)
+        pending->prev = n;
+    pending = n;
+    HASH_ADD(hh, table, a.base, sizeof(key), n);
+    pthread_mutex_unlock(&lock);
     return KEEL_OK;
+}
+
+/* Under the lock: the allocation holding ptr, or NULL (with *oom set when the tree could not grow). */
+static node_t *lookup(uintptr_t key, int *oom)
+{
+    node_t *n;
+    HASH_FIND(hh, table, &key, sizeof(key), n);
+    if (n)
+        return n;
+    if (flush_pending() != 0) {
+        *oom = 1;
+        return NULL;
+    }
+    keel__alloc_t probe = {key, 0, KEEL_MEMORY_HOST, NULL, 0};
+    keel__alloc_t **slot = tfind(&probe, &tree, compare);
+    /* a is the node's first member, so the tree's pointer is the node's. */
+    return slot ? (node_t *)*slot : NULL;
 }
 
 keel_status_t keel__registry_remove(void *base, keel__alloc_t *out)
 {
-    keel__alloc_t probe = {(uintptr_t)base, 0, KEEL_MEMORY_HOST, NULL, 0};
-    keel__alloc_t *found = NULL, holder = {0, 0, KEEL_MEMORY_HOST, NULL, 0};
-    pthread_rwlock_wrlock(&tree_lock);
-    keel__alloc_t **slot = tfind(&probe, &tree, compare);
-    if (slot && (*slot)->base == (uintptr_t)base) {
-        found = *slot;
-        tdelete(found, &tree, compare);
-    } else if (slot) {
-        holder = **slot;
+    uintptr_t key = (uintptr_t)base;
+    keel__alloc_t holder = {0, 0, KEEL_MEMORY_HOST, NULL, 0};
+    int oom = 0;
+    pthread_mutex_lock(&lock);
+    node_t *n = lookup(key, &oom);
+    if (n && n->a.base == key) {
+        if (out)
+            *out = n->a;
+        release(n);
+        pthread_mutex_unlock(&lock);
+        return KEEL_OK;
     }
-    pthread_rwlock_unlock(&tree_lock);
-    if (!found) {
-        if (holder.size)
-            return keel__set_error(KEEL_ERROR_INVALID_POINTER,
-                                   "%p is inside an allocation of %zu bytes at %p, not its start", base,
-                                   holder.size, (void *)holder.base);
-        return KEEL_ERROR_INVALID_POINTER; /* the caller words the message */
-    }
-    if (out)
-        *out = *found;
-    free(found);
-    return KEEL_OK;
+    if (n)
+        holder = n->a;
+    pthread_mutex_unlock(&lock);
+    if (oom)
+        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "allocation registry: out of host memory");
+    if (holder.size)
+        return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%p is inside an allocation of %zu bytes at %p, not its start",
+                               base, holder.size, (void *)holder.base);
+    return KEEL_ERROR_INVALID_POINTER; /* the caller words the message */
 }
 
 int keel__registry_find(const void *ptr, keel__alloc_t *out)
 {
-    keel__alloc_t probe = {(uintptr_t)ptr, 0, KEEL_MEMORY_HOST, NULL, 0};
-    pthread_rwlock_rdlock(&tree_lock);
-    keel__alloc_t **slot = tfind(&probe, &tree, compare);
-    if (slot)
-        *out = **slot;
-    pthread_rwlock_unlock(&tree_lock);
-    return slot != NULL;
+    int oom = 0;
+    pthread_mutex_lock(&lock);
+    node_t *n = lookup((uintptr_t)ptr, &oom);
+    if (n)
+        *out = n->a;
+    pthread_mutex_unlock(&lock);
+    return n != NULL;
 }
