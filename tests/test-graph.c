@@ -224,6 +224,7 @@ KT_DEVICE_TEST(capture_functions_reject_bad_input)
     keel_graph_t *g = KT_SENTINEL;
     int cap = 42;
     KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_stream_end_capture(NULL, &g));
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_stream_end_capture(dead, &g));
     KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_stream_is_capturing(NULL, &cap));
     KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_stream_is_capturing(dead, &cap));
     KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_stream_is_capturing(s, NULL));

@@ -253,6 +253,8 @@ KT_DEVICE_TEST(stream_waits_for_an_event_of_another_device)
 
 KT_DEVICE_TEST(event_lifecycle_and_states)
 {
+    keel_event_t *live = NULL;
+    KT_OK(keel_event_create(dev, 0, &live));
     keel_event_t *e = KT_SENTINEL;
     KT_OK(keel_event_create(dev, KEEL_EVENT_DEFAULT, &e));
     ck_assert_ptr_ne(e, KT_SENTINEL);
@@ -284,6 +286,16 @@ KT_DEVICE_TEST(event_lifecycle_and_states)
     KT_OK(keel_device_default_stream(dev, &def));
     KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_event_record(e, def));
     KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_stream_wait_event(def, e));
+    /* live was made before e died: a handle made after could reuse e's memory
+     * (the ABA case of every pointer-handle runtime). */
+    float ms = -5.0f;
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_event_elapsed_time(e, live, &ms));
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_event_elapsed_time(live, e, &ms));
+    ck_assert(ms == -5.0f);
+    /* A destroyed stream is refused by the event functions too. */
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_event_record(live, s));
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_stream_wait_event(s, live));
+    KT_OK(keel_event_destroy(live));
     kt_gate_free(g);
     kt_gate_free(g2);
 }
