@@ -15,9 +15,11 @@ __attribute__((visibility("hidden"))) cudaStream_t keel__cuda_stream(void *strea
 /* The CUDA device ordinal of a stream context. */
 __attribute__((visibility("hidden"))) int keel__cuda_stream_device(void *stream_ctx);
 
-/* Lazily created per-device cuBLAS and cuBLASLt handles, and a per-device
- * workspace for cuBLASLt (bytes reported through *workspace_bytes). Thread-safe.
- * On failure they set the error through the host API and return its status. */
+/* Lazily created vendor handles: a cuBLAS handle and its workspace per
+ * stream (one handle shared by several streams is not thread-safe), a
+ * cuBLASLt handle per device with a workspace per stream (bytes reported
+ * through *workspace_bytes). Thread-safe. On failure they set the error
+ * through the host API and return its status. */
 __attribute__((visibility("hidden"))) keel_status_t keel__cuda_cublas(void *stream_ctx, cublasHandle_t *handle);
 __attribute__((visibility("hidden"))) keel_status_t keel__cuda_cublaslt(void *stream_ctx, cublasLtHandle_t *handle,
                                                                         void **workspace, size_t *workspace_bytes);
