@@ -197,4 +197,7 @@ KEEL_CUDA_HIDDEN keel_status_t keel__cuda_nvrtc_compile(const keel__cuda_device_
 KEEL_CUDA_HIDDEN keel_status_t keel__cuda_module_from_image(keel__cuda_device_t *dev, const void *image,
                                                             const char *keel_fn, void **module_ctx);
 
+/* cuda_env.c: KEEL_CUDA_* checked at probe; INVALID_ENVIRONMENT (error set) on garbage. */
+__attribute__((visibility("hidden"))) keel_status_t keel__cuda_check_env(void);
+
 #endif /* KEEL_CUDA_INTERNAL_H */

@@ -1,0 +1,38 @@
+/* The CUDA plugin's own environment variables, checked once at probe so that
+ * garbage in them is an error naming the valid values, not a silent default. */
+#include <stdlib.h>
+#include <string.h>
+#include "backends/cuda/cuda_internal.h"
+
+static int one_of(const char *v, const char *a, const char *b)
+{
+    return strcmp(v, a) == 0 || strcmp(v, b) == 0;
+}
+
+static int number_in(const char *v, unsigned long long lo, unsigned long long hi)
+{
+    if (v[0] < '0' || v[0] > '9')
+        return 0;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    return *end == '\0' && x >= lo && x <= hi;
+}
+
+keel_status_t keel__cuda_check_env(void)
+{
+    const char *v;
+    if ((v = getenv("KEEL_CUDA_LAUNCH")) && v[0] && !one_of(v, "kernel", "function"))
+        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
+                                          "KEEL_CUDA_LAUNCH=\"%s\": expected kernel (the default) or function", v);
+    if ((v = getenv("KEEL_CUDA_HOST_FUNCS")) && v[0] && !one_of(v, "keel", "cuda"))
+        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
+                                          "KEEL_CUDA_HOST_FUNCS=\"%s\": expected keel (the default) or cuda", v);
+    if ((v = getenv("KEEL_CUDA_COPY_THREADS")) && v[0] && !number_in(v, 1, 16))
+        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
+                                          "KEEL_CUDA_COPY_THREADS=\"%s\": expected a whole number from 1 to 16", v);
+    if ((v = getenv("KEEL_CUDA_STAGING_CHUNK_KB")) && v[0] && !number_in(v, 256, 256 << 10))
+        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
+                                          "KEEL_CUDA_STAGING_CHUNK_KB=\"%s\": expected a whole number from 256 to 262144",
+                                          v);
+    return KEEL_OK;
+}
