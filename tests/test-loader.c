@@ -1,6 +1,7 @@
 /* test-loader: the plugin loader's paths, with the check-only fake plugins of
  * tests/plugins (one that works, one built for another ABI, one without the
- * init symbol, one whose probe finds no device, one whose init returns NULL)
+ * init symbol, one whose probe finds no device, one whose init returns NULL,
+ * one whose registration is incomplete)
  * and files made here: a text file and an empty file named like plugins, and
  * a working plugin under a name that is not its own. Every setting runs in a
  * fresh child (tests/keel-env-probe); this process never calls Keel. */
@@ -194,6 +195,21 @@ START_TEST(init_returning_null_is_refused)
 }
 END_TEST
 
+START_TEST(incomplete_registration_is_refused)
+{
+    probe_t p = run("fakeincomplete,cpu", CMDS("init", "backends", "default", "get:fakeincomplete:0"));
+    EXPECT_LINE_STARTS(p, "init", "OK");
+    EXPECT_LINE_HAS(p, "backend:fakeincomplete", "usable=0");
+    char *v = line(&p, "backend:fakeincomplete");
+    ck_assert_msg(strstr(v, "status=KEEL_OK") == NULL, "incomplete plugin has status OK: %s", v);
+    ck_assert_msg(strstr(v, "reason=") && strstr(v, "reason=")[7] != '\0', "no reason: %s", v);
+    free(v);
+    EXPECT_LINE_STARTS(p, "default", "OK cpu:0");
+    EXPECT_LINE_STARTS(p, "get:fakeincomplete:0", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+    kt_child_free(&p.r);
+}
+END_TEST
+
 START_TEST(files_that_are_not_shared_objects_are_refused)
 {
     probe_t p = run("broken,empty,cpu", CMDS("init", "backends", "default"));
@@ -225,7 +241,7 @@ END_TEST
 
 START_TEST(every_bad_plugin_at_once_never_crashes_the_loader)
 {
-    probe_t p = run("fakeabi,fakenosym,fakenodev,fakenull,broken,empty,renamed,fakeok,cpu",
+    probe_t p = run("fakeabi,fakenosym,fakenodev,fakenull,fakeincomplete,broken,empty,renamed,fakeok,cpu",
                     CMDS("init", "backends", "default", "roundtrip:fakeok", "roundtrip:cpu"));
     EXPECT_LINE_STARTS(p, "init", "OK");
     EXPECT_LINE_STARTS(p, "default", "OK fakeok:0");
@@ -322,6 +338,7 @@ static Suite *suite(void)
     tcase_add_test(tc, missing_init_symbol_is_refused);
     tcase_add_test(tc, probe_without_devices_is_no_device);
     tcase_add_test(tc, init_returning_null_is_refused);
+    tcase_add_test(tc, incomplete_registration_is_refused);
     tcase_add_test(tc, files_that_are_not_shared_objects_are_refused);
     tcase_add_test(tc, plugin_whose_name_differs_from_its_file_is_refused);
     tcase_add_test(tc, every_bad_plugin_at_once_never_crashes_the_loader);

@@ -6,6 +6,8 @@
  *   FAKE_PROBE_NODEV   1 to make probe report no device
  *   FAKE_INIT_SYMBOL   the name of the exported init function
  *   FAKE_INIT_NULL     1 to make the init function return NULL
+ *   FAKE_INCOMPLETE    1 to leave out a required table (memory) and claim a
+ *                      struct_size too small for the fields it has (optional)
  * It is check-only code: small, not fast. */
 #include <stdlib.h>
 #include <string.h>
@@ -165,14 +167,18 @@ static const keel_event_vtable_t fake_event = {ev_create, ev_nop, ev_record, ev_
 static const keel_kernel_vtable_t fake_kernel = {NULL, NULL, NULL, NULL, k_get, NULL, k_release,
                                                   k_launch, k_attr, NULL, NULL};
 
+#ifndef FAKE_INCOMPLETE
+#define FAKE_INCOMPLETE 0
+#endif
+
 static const keel_backend_plugin_t fake_plugin = {
     .abi_version = FAKE_ABI_VERSION,
-    .struct_size = sizeof(keel_backend_plugin_t),
+    .struct_size = FAKE_INCOMPLETE ? 16 : sizeof(keel_backend_plugin_t),
     .name = FAKE_NAME,
     .probe = fake_probe,
     .shutdown = NULL,
     .device = &fake_device,
-    .memory = &fake_memory,
+    .memory = FAKE_INCOMPLETE ? NULL : &fake_memory,
     .stream = &fake_stream,
     .event = &fake_event,
     .kernel = &fake_kernel,
