@@ -100,7 +100,6 @@ static void select_default(const char *backend_env, long device_index)
             snprintf(names[n++], 32, "%s", default_order[i]);
     }
     char why[2048] = "";
-    int env_error = 0;
     for (int i = 0; i < n; i++) {
         struct keel_backend *b = keel__backend_named(names[i]);
         size_t used = strlen(why);
@@ -112,8 +111,13 @@ static void select_default(const char *backend_env, long device_index)
             continue;
         }
         keel__backend_loaded(b);
+        if (b->status == KEEL_ERROR_INVALID_ENVIRONMENT) {
+            /* A typo in a backend's own variable must not quietly select the next backend. */
+            keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT, "backend %s: %s", b->name, b->reason);
+            init_fail(KEEL_ERROR_INVALID_ENVIRONMENT);
+            return;
+        }
         if (b->status != KEEL_OK) {
-            env_error |= b->status == KEEL_ERROR_INVALID_ENVIRONMENT;
             snprintf(why + used, sizeof(why) - used, "%s%s: %s", used ? "; " : "", b->name, b->reason);
             keel__log(KEEL_LOG_INFO, "skipping backend %s: %s", b->name, b->reason);
             continue;
@@ -128,7 +132,7 @@ static void select_default(const char *backend_env, long device_index)
         keel__log(KEEL_LOG_INFO, "selected %s (%s)", default_device->name, b->description);
         return;
     }
-    keel__set_error(env_error ? KEEL_ERROR_INVALID_ENVIRONMENT : KEEL_ERROR_BACKEND_UNAVAILABLE,
+    keel__set_error(KEEL_ERROR_BACKEND_UNAVAILABLE,
                     "no usable backend for KEEL_BACKEND=\"%s\": %s", backend_env ? backend_env : "(unset: cuda,hip,cpu)",
                     why);
     init_fail(keel_last_status());
