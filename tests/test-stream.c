@@ -485,6 +485,38 @@ KT_DEVICE_TEST(streams_do_not_wait_for_each_other)
     kt_gate_free(g);
 }
 
+struct errors_seen {
+    keel_status_t status;
+    char detail[256];
+};
+
+/* A host function may call Keel functions that do not wait on streams; its
+ * errors are its thread's. */
+static void fail_inside(void *p)
+{
+    struct errors_seen *e = p;
+    e->status = keel_backend_count(NULL);
+    snprintf(e->detail, sizeof e->detail, "%s", keel_last_error());
+}
+
+KT_DEVICE_TEST(errors_inside_host_functions_stay_on_their_thread)
+{
+    static struct errors_seen seen;
+    memset(&seen, 0, sizeof seen);
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_stream_get_device(NULL, &(keel_device_t *){NULL}));
+    char mine[256];
+    snprintf(mine, sizeof mine, "%s", keel_last_error());
+    KT_OK(keel_stream_launch_host_func(s, fail_inside, &seen));
+    KT_OK(keel_stream_synchronize(s));
+    ck_assert_int_eq(seen.status, KEEL_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(seen.detail, "keel_backend_count") != NULL, "the host function saw \"%s\"", seen.detail);
+    ck_assert_str_eq(keel_last_error(), mine);
+    ck_assert_int_eq(keel_last_status(), KEEL_ERROR_INVALID_HANDLE);
+    KT_OK(keel_stream_destroy(s));
+}
+
 static void count_one(void *p)
 {
     atomic_fetch_add((atomic_int *)p, 1);
@@ -548,6 +580,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, device_synchronize_waits_for_every_stream);
     kt_add_device_test(tc, streams_do_not_wait_for_each_other);
     kt_add_device_test(tc, objects_of_different_devices_mismatch);
+    kt_add_device_test(tc, errors_inside_host_functions_stay_on_their_thread);
     kt_add_device_test(tc, many_host_functions_queue_behind_a_held_stream);
     suite_add_tcase(s, tc);
     return s;
