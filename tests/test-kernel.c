@@ -749,6 +749,52 @@ KT_DEVICE_TEST(register_cpu_rejects_bad_descriptors)
     KT_OK(keel_kernel_release(k));
 }
 
+/* The same computation on every device under test (every backend at once,
+ * in one process) agrees with the reference and so with each other. */
+START_TEST(every_device_computes_the_same_saxpy)
+{
+    const int n = 5003, ndev = kt_device_count();
+    float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
+    double *ref = malloc(n * sizeof(double));
+    kt_fill_random_f32(x, n);
+    kt_fill_random_f32(y, n);
+    for (int i = 0; i < n; i++)
+        ref[i] = -1.25 * x[i] + y[i];
+    keel_stream_t *st[64];
+    float *dx[64], *dy[64];
+    keel_kernel_t *k[64];
+    /* Enqueue on every device first, then wait: the backends run side by side. */
+    for (int d = 0; d < ndev && d < 64; d++) {
+        kt_dev = kt_device(d);
+        KT_OK(kt_saxpy_kernel(kt_dev, &k[d]));
+        KT_OK(keel_stream_create(kt_dev, 0, 0, &st[d]));
+        KT_OK(keel_malloc(kt_dev, n * sizeof(float), (void **)&dx[d]));
+        KT_OK(keel_malloc(kt_dev, n * sizeof(float), (void **)&dy[d]));
+        KT_OK(keel_memcpy_async(dx[d], x, n * sizeof(float), st[d]));
+        KT_OK(keel_memcpy_async(dy[d], y, n * sizeof(float), st[d]));
+        KT_OK(kt_launch_saxpy(k[d], st[d], n, -1.25f, dx[d], dy[d]));
+    }
+    for (int d = 0; d < ndev && d < 64; d++) {
+        kt_dev = kt_device(d);
+        kt_poison(out, n * sizeof(float));
+        KT_OK(keel_memcpy_async(out, dy[d], n * sizeof(float), st[d]));
+        KT_OK(keel_stream_synchronize(st[d]));
+        long bad = kt_check_f32(out, ref, n, 1e-6, 1e-6);
+        ck_assert_msg(bad < 0, "%sy[%ld] = %g, expected %g", kt_where(), bad, bad < 0 ? 0 : out[bad],
+                      bad < 0 ? 0 : ref[bad]);
+        KT_OK(keel_stream_destroy(st[d]));
+        KT_OK(keel_free(dx[d]));
+        KT_OK(keel_free(dy[d]));
+        kt_kernel_put(k[d]);
+    }
+    kt_dev = NULL;
+    free(x);
+    free(y);
+    free(out);
+    free(ref);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("kernel");
@@ -769,6 +815,9 @@ static Suite *suite(void)
     kt_add_device_test(tc, unloaded_module_and_its_kernels_are_stale);
     kt_add_device_test(tc, register_cpu_rejects_bad_descriptors);
     suite_add_tcase(s, tc);
+    TCase *ta = kt_tcase_create("all-devices", 60);
+    tcase_add_test(ta, every_device_computes_the_same_saxpy);
+    suite_add_tcase(s, ta);
     return s;
 }
 
