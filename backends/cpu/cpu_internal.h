@@ -17,7 +17,7 @@
 #define KEEL_CPU_MAX_THREADS 1024
 #define KEEL_CPU_ALIGN 256                           /* as cudaMalloc's guarantee */
 #define KEEL_CPU_SHARED_PER_BLOCK 65536              /* the default dynamic shared limit */
-#define KEEL_CPU_MAX_DYN_SHARED (64u * 1024 * 1024)   /* what set_max_dynamic_shared accepts */
+#define KEEL_CPU_MAX_DYN_SHARED KEEL_CPU_SHARED_PER_BLOCK /* what set_max_dynamic_shared accepts: the device property */
 #define KEEL_CPU_ENQUEUE_MAX_PAYLOAD 512
 /* Bytes a command holds without a heap buffer: a cpu_enqueue payload, or the
  * offsets and values of the arguments of a typical kernel. */
