@@ -115,6 +115,7 @@ KEEL_HIDDEN keel_status_t keel__set_error(keel_status_t status, const char *fmt,
 KEEL_HIDDEN void keel__restore_error(keel_status_t status, const char *detail);
 KEEL_HIDDEN keel_status_t keel__set_error_v(keel_status_t status, const char *fmt, va_list ap);
 KEEL_HIDDEN void keel__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+KEEL_HIDDEN void keel__log_v(int level, const char *fmt, va_list ap);
 KEEL_HIDDEN int keel__log_enabled(int level);
 KEEL_HIDDEN extern const keel_host_api_t keel__host_api;
 

@@ -19,32 +19,12 @@ static int nbackends;
 static char *dirs[MAX_DIRS];
 static int ndirs;
 
-static keel_status_t host_set_error(keel_status_t status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    keel__set_error_v(status, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
-static void host_log(int level, const char *fmt, ...)
-{
-    if (!keel__log_enabled(level))
-        return;
-    char line[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    keel__log(level, "%s", line);
-}
-
+/* The plugin-facing services are the core's own functions. */
 const keel_host_api_t keel__host_api = {
     .abi_version = KEEL_BACKEND_ABI_VERSION,
     .struct_size = sizeof(keel_host_api_t),
-    .set_error = host_set_error,
-    .log = host_log,
+    .set_error = keel__set_error,
+    .log = keel__log,
     .log_enabled = keel__log_enabled,
 };
 

@@ -37,15 +37,12 @@ int keel__log_enabled(int level)
     return level > KEEL_LOG_NONE && level <= atomic_load_explicit(&log_level, memory_order_relaxed);
 }
 
-void keel__log(int level, const char *fmt, ...)
+void keel__log_v(int level, const char *fmt, va_list ap)
 {
     if (!keel__log_enabled(level))
         return;
     char line[2048];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
     /* The lock keeps lines from interleaving and the callback from changing mid-call. */
     pthread_mutex_lock(&log_lock);
     if (log_fn)
@@ -53,6 +50,14 @@ void keel__log(int level, const char *fmt, ...)
     else
         fprintf(stderr, "keel[%s]: %s\n", level_names[level], line);
     pthread_mutex_unlock(&log_lock);
+}
+
+void keel__log(int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    keel__log_v(level, fmt, ap);
+    va_end(ap);
 }
 
 int keel__log_parse(const char *value, int *level)
