@@ -10,6 +10,11 @@
  *
  * Backend and device handles live until the process exits: they are never
  * freed by the caller and stay valid across threads.
+ *
+ * Handles of objects the caller destroys (streams, events, modules, kernels,
+ * graphs) are checked on every call: NULL, or a handle of another type, is
+ * KEEL_ERROR_INVALID_HANDLE, and so is a destroyed one until Keel reuses its
+ * memory for a new object of the same type. Do not rely on the latter.
  */
 #ifndef KEEL_DEVICE_H
 #define KEEL_DEVICE_H

@@ -10,6 +10,9 @@
  *
  * Memory that Keel did not allocate is "host" memory (pageable). Copies may
  * read or write host memory; Keel cannot check its bounds.
+ *
+ * For every copy and memset: a NULL pointer is KEEL_ERROR_INVALID_POINTER;
+ * a size of 0 bytes, once the pointers are checked, does nothing.
  */
 #ifndef KEEL_MEMORY_H
 #define KEEL_MEMORY_H

@@ -95,7 +95,8 @@ KEEL_API keel_status_t keel_event_create(keel_device_t *device, unsigned flags, 
 /** @brief Destroy an event. Pending waits on it still complete. */
 KEEL_API keel_status_t keel_event_destroy(keel_event_t *event);
 
-/** @brief Capture the work enqueued on @p stream so far; re-recording moves the marker. */
+/** @brief Capture the work enqueued on @p stream so far; re-recording moves the marker.
+ *  @return KEEL_ERROR_DEVICE_MISMATCH if the stream is of another device than the event. */
 KEEL_API keel_status_t keel_event_record(keel_event_t *event, keel_stream_t *stream);
 
 /** @brief Block until the work captured by the last record is done (KEEL_OK at once if never recorded). */
