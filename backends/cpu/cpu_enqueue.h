@@ -15,10 +15,22 @@ __attribute__((visibility("hidden")))
 keel_status_t keel__cpu_enqueue(void *stream_ctx, void (*fn)(void *payload), const void *payload,
                                 size_t payload_size);
 
+/* As keel__cpu_enqueue, for work small enough that handing it to the
+ * stream's worker costs more than doing it (the caller judges: about 16k
+ * elements or 64 KiB at most). When the stream is idle (nothing queued or
+ * running, not capturing) fn(payload) runs at once on the calling thread,
+ * on the caller's payload, which fn may modify; it still counts as a
+ * command of the stream, so commands enqueued meanwhile from other threads
+ * wait for it, and query/synchronize see it. Otherwise the payload is copied
+ * and queued as by keel__cpu_enqueue. */
+__attribute__((visibility("hidden")))
+keel_status_t keel__cpu_enqueue_small(void *stream_ctx, void (*fn)(void *payload), void *payload,
+                                      size_t payload_size);
+
 /* Run body(arg, begin, end) over [0, n) in chunks of at least grain items,
  * on the pool of the device that runs the calling command; inline on the
  * calling thread when n <= grain or the pool has one thread. Must be called
- * from inside a function run by keel__cpu_enqueue (or a CPU kernel). Returns
+ * from inside a function run by keel__cpu_enqueue(_small) (or a CPU kernel). Returns
  * when every chunk is done. */
 __attribute__((visibility("hidden")))
 void keel__cpu_parallel_for(size_t n, size_t grain, void (*body)(void *arg, size_t begin, size_t end),

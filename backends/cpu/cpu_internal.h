@@ -106,6 +106,7 @@ struct cpu_event;
 typedef struct cpu_cmd {
     struct cpu_cmd *next;
     int type;
+    uint64_t ticket;          /* its place in the stream: the value of 'submitted' it took */
     union {
         struct {
             keel_cpu_kernel_fn_t fn;
@@ -160,13 +161,22 @@ typedef struct cpu_stream {
     pthread_cond_t idle_cv;   /* synchronizers and producers of a full queue wait for completions */
     cpu_cmd_t *head, *tail;   /* queued, not yet taken by the worker */
     cpu_cmd_t *free_list;     /* recycled records: no malloc per command */
-    /* Written under the lock; read without it by spinning waiters and query. */
+    /* Tickets: each command takes submitted + 1, and runs once completed has
+     * reached its ticket - 1. Queued commands change both under the lock; an
+     * inline run (keel__cpu_enqueue_small) takes its ticket with a CAS that
+     * only succeeds when submitted == completed, i.e. the stream is idle, and
+     * bumps completed without the lock. So both only move by atomic RMWs. */
     _Atomic uint64_t submitted, completed;
-    int worker_sleeping;
-    int idle_waiters;         /* threads waiting on idle_cv */
+    int worker_sleeping;      /* on work_cv for lack of commands (lock) */
+    /* On work_cv for an inline run to end, which signals only when this is
+     * set: the common case, a worker asleep for lack of work, costs an inline
+     * run nothing. */
+    atomic_int worker_waits_inline;
+    atomic_int idle_waiters;  /* threads waiting on idle_cv */
     int stop;
     pthread_t thread;
-    cpu_graph_t *capture;     /* non-NULL while capturing */
+    cpu_graph_t *capture;     /* non-NULL while capturing (lock) */
+    atomic_int capturing;     /* capture != NULL, for the lock-free inline test */
     keel_status_t async_status;   /* first failure of a command, reported by synchronize */
     char async_msg[256];
     struct cpu_stream *prev, *next;   /* device's list (device lock) */
@@ -197,7 +207,8 @@ typedef struct cpu_module {
     char path[4096];
 } cpu_module_t;
 
-/* Set on threads the backend runs, so parallel_for knows its pool. */
+/* Set on threads the backend runs, and around an inline run on a caller's
+ * thread, so parallel_for knows its pool. */
 extern KEEL_HIDDEN _Thread_local cpu_device_t *keel__cpu_tls_device;
 extern KEEL_HIDDEN _Thread_local int keel__cpu_tls_pool_worker;
 

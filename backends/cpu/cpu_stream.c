@@ -44,12 +44,12 @@ cpu_cmd_t *keel__cpu_cmd_get(cpu_stream_t *s, size_t data_bytes)
         atomic_load_explicit(&s->submitted, memory_order_relaxed) -
                 atomic_load_explicit(&s->completed, memory_order_relaxed) >= KEEL_CPU_QUEUE_DEPTH &&
         !pthread_equal(pthread_self(), s->thread)) {
-        s->idle_waiters++;
-        while (!s->capture && atomic_load_explicit(&s->submitted, memory_order_relaxed) -
-                                      atomic_load_explicit(&s->completed, memory_order_relaxed) >=
-                                  KEEL_CPU_QUEUE_DEPTH)
+        /* seq_cst against an inline run's completed bump and its read of
+         * idle_waiters: one of the two sees the other (no lost wakeup). */
+        atomic_fetch_add(&s->idle_waiters, 1);
+        while (!s->capture && atomic_load(&s->submitted) - atomic_load(&s->completed) >= KEEL_CPU_QUEUE_DEPTH)
             pthread_cond_wait(&s->idle_cv, &s->lock);
-        s->idle_waiters--;
+        atomic_fetch_sub(&s->idle_waiters, 1);
     }
     cpu_cmd_t *c = s->free_list;
     if (c)
@@ -107,8 +107,8 @@ void keel__cpu_cmd_push_locked(cpu_stream_t *s, cpu_cmd_t *c)
     else
         s->head = c;
     s->tail = c;
-    atomic_store_explicit(&s->submitted, atomic_load_explicit(&s->submitted, memory_order_relaxed) + 1,
-                          memory_order_release);
+    /* An RMW: an inline run may take a ticket at the same time, without the lock. */
+    c->ticket = atomic_fetch_add_explicit(&s->submitted, 1, memory_order_acq_rel) + 1;
     if (s->worker_sleeping)
         pthread_cond_signal(&s->work_cv);
 }
@@ -173,6 +173,24 @@ static void cpu_cmd_run(cpu_stream_t *s, cpu_cmd_t *c)
     keel__cpu_cmd_release_refs(c);
 }
 
+/* Stream lock held. The command at the head took its ticket while an inline
+ * run on another thread was in progress: stream order says it waits for that
+ * run to end, which is when completed reaches 'before'. */
+static void cpu_wait_inline_locked(cpu_stream_t *s, uint64_t before)
+{
+    pthread_mutex_unlock(&s->lock);
+    keel__cpu_spin_reached(&s->completed, before);
+    pthread_mutex_lock(&s->lock);
+    while (atomic_load(&s->completed) < before) {
+        /* seq_cst, as the inline run's bump and its read of the flag: one of
+         * the two sees the other, and the run signals under the lock. */
+        atomic_store(&s->worker_waits_inline, 1);
+        if (atomic_load(&s->completed) < before)
+            pthread_cond_wait(&s->work_cv, &s->lock);
+        atomic_store(&s->worker_waits_inline, 0);
+    }
+}
+
 static void *cpu_stream_main(void *p)
 {
     cpu_stream_t *s = p;
@@ -194,6 +212,8 @@ static void *cpu_stream_main(void *p)
         cpu_cmd_t *c = s->head;
         if (!c)
             break;   /* stop, and the queue is drained */
+        if (atomic_load_explicit(&s->completed, memory_order_acquire) + 1 < c->ticket)
+            cpu_wait_inline_locked(s, c->ticket - 1);
         s->head = c->next;
         if (!s->head)
             s->tail = NULL;
@@ -202,9 +222,8 @@ static void *cpu_stream_main(void *p)
         pthread_mutex_lock(&s->lock);
         c->next = s->free_list;
         s->free_list = c;
-        atomic_store_explicit(&s->completed, atomic_load_explicit(&s->completed, memory_order_relaxed) + 1,
-                              memory_order_release);
-        if (s->idle_waiters)
+        atomic_fetch_add_explicit(&s->completed, 1, memory_order_release);
+        if (atomic_load_explicit(&s->idle_waiters, memory_order_relaxed))
             pthread_cond_broadcast(&s->idle_cv);
     }
     pthread_mutex_unlock(&s->lock);
@@ -259,11 +278,11 @@ keel_status_t keel__cpu_stream_sync(cpu_stream_t *s)
     uint64_t target = atomic_load_explicit(&s->submitted, memory_order_acquire);
     keel__cpu_spin_reached(&s->completed, target);
     pthread_mutex_lock(&s->lock);
-    if (s->completed < target) {
-        s->idle_waiters++;
-        while (s->completed < target)
+    if (atomic_load(&s->completed) < target) {
+        atomic_fetch_add(&s->idle_waiters, 1);   /* seq_cst: see cpu_inline_done */
+        while (atomic_load(&s->completed) < target)
             pthread_cond_wait(&s->idle_cv, &s->lock);
-        s->idle_waiters--;
+        atomic_fetch_sub(&s->idle_waiters, 1);
     }
     if (s->async_status != KEEL_OK) {
         st = CPU_ERR(s->async_status, "%s", s->async_msg);
@@ -374,6 +393,7 @@ static keel_status_t cpu_stream_begin_capture(void *stream_ctx)
         return CPU_ERR(KEEL_ERROR_BUSY, "keel_stream_begin_capture: the stream is already capturing");
     }
     s->capture = g;
+    atomic_store(&s->capturing, 1);
     pthread_mutex_unlock(&s->lock);
     return KEEL_OK;
 }
@@ -384,6 +404,7 @@ static keel_status_t cpu_stream_end_capture(void *stream_ctx, void **graph_ctx)
     pthread_mutex_lock(&s->lock);
     cpu_graph_t *g = s->capture;
     s->capture = NULL;
+    atomic_store(&s->capturing, 0);
     pthread_mutex_unlock(&s->lock);
     if (!g)
         return CPU_ERR(KEEL_ERROR_INVALID_ARGUMENT, "keel_stream_end_capture: the stream is not capturing");
@@ -419,4 +440,56 @@ keel_status_t keel__cpu_enqueue(void *stream_ctx, void (*fn)(void *payload), con
         memcpy(c->data, payload, payload_size);
     keel__cpu_cmd_commit(s, c);
     return KEEL_OK;
+}
+
+/* ---- inline runs ---- */
+
+/* Takes the stream's next ticket if, and only if, the stream is idle: nothing
+ * queued, nothing running, no inline run in progress. submitted == completed
+ * implies all three, and every earlier event wait is done too. Commands
+ * enqueued while the run is in progress get later tickets, so the worker
+ * holds them until cpu_inline_done. */
+static inline int cpu_inline_begin(cpu_stream_t *s)
+{
+    if (atomic_load_explicit(&s->capturing, memory_order_relaxed))
+        return 0;   /* a capture records, it never runs */
+    uint64_t done = atomic_load_explicit(&s->completed, memory_order_acquire);
+    uint64_t expect = done;
+    return atomic_compare_exchange_strong_explicit(&s->submitted, &expect, done + 1, memory_order_acq_rel,
+                                                   memory_order_relaxed);
+}
+
+static inline void cpu_inline_done(cpu_stream_t *s)
+{
+    /* seq_cst: pairs with the waiters' flag store then completed load. */
+    atomic_fetch_add(&s->completed, 1);
+    if (atomic_load(&s->worker_waits_inline) | atomic_load(&s->idle_waiters)) {
+        pthread_mutex_lock(&s->lock);
+        pthread_cond_signal(&s->work_cv);
+        pthread_cond_broadcast(&s->idle_cv);
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+/* Runs fn(payload) on the calling thread as the stream's device would: the
+ * thread-local device points parallel_for at the stream's pool (the caller
+ * may be a user thread, or a worker of another device). */
+static void cpu_inline_call(cpu_stream_t *s, void (*fn)(void *payload), void *payload)
+{
+    cpu_device_t *prev = keel__cpu_tls_device;
+    keel__cpu_tls_device = s->dev;
+    fn(payload);
+    keel__cpu_tls_device = prev;
+}
+
+keel_status_t keel__cpu_enqueue_small(void *stream_ctx, void (*fn)(void *payload), void *payload,
+                                      size_t payload_size)
+{
+    cpu_stream_t *s = stream_ctx;
+    if (cpu_inline_begin(s)) {
+        cpu_inline_call(s, fn, payload);
+        cpu_inline_done(s);
+        return KEEL_OK;
+    }
+    return keel__cpu_enqueue(stream_ctx, fn, payload, payload_size);
 }

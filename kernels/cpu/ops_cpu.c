@@ -2,7 +2,8 @@
  * copies, elementwise math, reductions, softmax and layer norm.
  *
  * Each vtable entry copies its arguments into a payload and enqueues a runner
- * on the stream (keel__cpu_enqueue); the runner spreads the loop over the
+ * on the stream (keel__cpu_enqueue), or for a small operation on an idle
+ * stream runs it on the spot (keel__cpu_enqueue_small); the runner spreads the loop over the
  * device's threads with keel__cpu_parallel_for, which stays inline for small
  * sizes. f32 and f64 loops work on the data directly so the compiler can
  * vectorize them; f16 and bf16 go through f32 tiles on the stack, so no call
@@ -25,7 +26,15 @@ static size_t rows_grain(size_t cols)
     return g ? g : 1;
 }
 
-#define ENQUEUE(ctx, fn, payload) keel__cpu_enqueue((ctx), (fn), &(payload), sizeof(payload))
+/* Up to this many elements an operation costs less than handing it to the
+ * stream's worker thread and waking it: such operations run on the calling
+ * thread when the stream is idle (keel__cpu_enqueue_small). */
+#define SMALL_ELEMS ((size_t)1 << 14)
+
+/* elems: the elements of the largest operand the operation touches. */
+#define ENQUEUE(ctx, fn, payload, elems)                                                         \
+    ((elems) <= SMALL_ELEMS ? keel__cpu_enqueue_small((ctx), (fn), &(payload), sizeof(payload)) \
+                            : keel__cpu_enqueue((ctx), (fn), &(payload), sizeof(payload)))
 
 /* ======================================================================== */
 /* fill                                                                      */
@@ -82,7 +91,7 @@ static keel_status_t cpu_fill(void *s, keel_dtype_t dt, void *ptr, size_t n, dou
     case KEEL_F16: a.v.h = keel__f64_to_f16(value); break;
     case KEEL_BF16: a.v.h = keel__f64_to_bf16(value); break;
     }
-    return ENQUEUE(s, fill_run, a);
+    return ENQUEUE(s, fill_run, a, n);
 }
 
 /* ======================================================================== */
@@ -164,7 +173,7 @@ static void cast_run(void *payload)
 static keel_status_t cpu_cast(void *s, keel_dtype_t sdt, const void *src, keel_dtype_t ddt, void *dst, size_t n)
 {
     cast_args_t a = {sdt, ddt, src, dst, n};
-    return ENQUEUE(s, cast_run, a);
+    return ENQUEUE(s, cast_run, a, n);
 }
 
 /* ======================================================================== */
@@ -202,7 +211,7 @@ static keel_status_t cpu_copy_2d(void *s, keel_dtype_t dt, size_t rows, size_t c
         a.rows = rows * cols;
         a.lds = a.ldd = 1;
     }
-    return ENQUEUE(s, copy2d_run, a);
+    return ENQUEUE(s, copy2d_run, a, rows * cols);
 }
 
 /* Transposes in square blocks so both sides stay in cache lines. */
@@ -248,7 +257,7 @@ static keel_status_t cpu_transpose(void *s, keel_dtype_t dt, size_t rows, size_t
                                    void *dst, size_t ldd)
 {
     copy2d_args_t a = {keel__esize(dt), rows, cols, src, lds, dst, ldd};
-    return ENQUEUE(s, transpose_run, a);
+    return ENQUEUE(s, transpose_run, a, rows * cols);
 }
 
 /* ======================================================================== */
@@ -353,7 +362,7 @@ static void unary_run(void *payload)
 static keel_status_t cpu_unary(void *s, keel_unary_op_t op, keel_dtype_t dt, size_t n, const void *x, void *y)
 {
     unary_args_t a = {op, dt, n, x, y};
-    return ENQUEUE(s, unary_run, a);
+    return ENQUEUE(s, unary_run, a, n);
 }
 
 /* ======================================================================== */
@@ -466,7 +475,7 @@ static keel_status_t cpu_binary(void *s, const keel_binary_args_t *args)
         a->lda = a->ldb = a->ldy = a->cols;
         r.flat = 1;
     }
-    return ENQUEUE(s, binary_run, r);
+    return ENQUEUE(s, binary_run, r, args->rows * args->cols);
 }
 
 /* ======================================================================== */
@@ -747,7 +756,7 @@ static keel_status_t cpu_reduce(void *s, keel_reduce_op_t op, keel_dtype_t dt, s
         a.blk = (total + nblk - 1) / nblk;
         a.nblk = (total + a.blk - 1) / a.blk;
     }
-    return ENQUEUE(s, reduce_run, a);
+    return ENQUEUE(s, reduce_run, a, rows * cols);
 }
 
 /* ======================================================================== */
@@ -819,7 +828,7 @@ static keel_status_t cpu_argmax_rows(void *s, keel_dtype_t dt, size_t rows, size
                                      int64_t *out)
 {
     argmax_args_t a = {dt, rows, cols, ld, x, out};
-    return ENQUEUE(s, argmax_run, a);
+    return ENQUEUE(s, argmax_run, a, rows * cols);
 }
 
 /* ======================================================================== */
@@ -926,7 +935,7 @@ static keel_status_t cpu_softmax_rows(void *s, keel_dtype_t dt, size_t rows, siz
                                       void *y, size_t ldy, int lg)
 {
     rowop_args_t a = {dt, rows, cols, ldx, ldy, x, y, lg, NULL, NULL, 0};
-    return ENQUEUE(s, softmax_run, a);
+    return ENQUEUE(s, softmax_run, a, rows * cols);
 }
 
 /* Layer norm: mean, then the variance around it (two passes, no
@@ -1022,7 +1031,7 @@ static keel_status_t cpu_layernorm_rows(void *s, keel_dtype_t dt, size_t rows, s
                                         size_t ldy)
 {
     rowop_args_t a = {dt, rows, cols, ldx, ldy, x, y, 0, gamma, beta, eps};
-    return ENQUEUE(s, layernorm_run, a);
+    return ENQUEUE(s, layernorm_run, a, rows * cols);
 }
 
 /* ======================================================================== */

@@ -240,8 +240,29 @@ static void gemm_run(void *payload)
     free(w.wc);
 }
 
+/* Up to this many multiply-adds (64^3) a product costs too little for the
+ * hand-off to the stream's worker to be worth it: on an idle stream it runs
+ * on the calling thread (keel__cpu_enqueue_small). */
+#define SMALL_MACS ((size_t)1 << 18)
+
+/* m * n * k * batch without overflow: SMALL_MACS + 1 when over. */
+static size_t macs(size_t m, size_t n, size_t k, size_t batch)
+{
+    size_t r = 1, f[4] = {m, n, k, batch ? batch : 1};
+    for (int i = 0; i < 4; i++) {
+        if (f[i] && r > SMALL_MACS / f[i])
+            return SMALL_MACS + 1;
+        r *= f[i];
+    }
+    return r;
+}
+
 keel_status_t keel__cpu_gemm(void *s, const keel_gemm_params_t *p)
 {
+    if (macs(p->m, p->n, p->k, p->batch_count) <= SMALL_MACS) {
+        keel_gemm_params_t c = *p;   /* the runner gets a mutable payload; the caller's stays untouched */
+        return keel__cpu_enqueue_small(s, gemm_run, &c, sizeof c);
+    }
     return keel__cpu_enqueue(s, gemm_run, p, sizeof(*p));
 }
 
@@ -341,6 +362,11 @@ static void gemv_run(void *payload)
 
 keel_status_t keel__cpu_gemv(void *s, const keel_gemv_args_t *g)
 {
+    /* A GEMV does one multiply-add per matrix element. */
+    if (macs(g->m, g->n, 1, 1) <= SMALL_MACS / 8) {
+        keel_gemv_args_t c = *g;
+        return keel__cpu_enqueue_small(s, gemv_run, &c, sizeof c);
+    }
     return keel__cpu_enqueue(s, gemv_run, g, sizeof(*g));
 }
 
@@ -536,5 +562,9 @@ static void dense_run(void *payload)
 
 keel_status_t keel__cpu_dense(void *s, const keel_dense_params_t *p)
 {
+    if (macs(p->m, p->n, p->k, 1) <= SMALL_MACS) {
+        keel_dense_params_t c = *p;
+        return keel__cpu_enqueue_small(s, dense_run, &c, sizeof c);
+    }
     return keel__cpu_enqueue(s, dense_run, p, sizeof(*p));
 }
