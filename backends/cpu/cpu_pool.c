@@ -286,7 +286,8 @@ void keel__cpu_parallel_for(size_t n, size_t grain, void (*body)(void *arg, size
 {
     if (n == 0)
         return;
-    cpu_device_t *dev = keel__cpu_tls_device;
+    /* Most small operations end here, before the thread-local lookup. */
+    cpu_device_t *dev = n <= grain ? NULL : keel__cpu_tls_device;
     if (!dev) {
         body(arg, 0, n);
         return;

@@ -5,7 +5,10 @@
  * show. Error paths check the status, the detail and that nothing was
  * written. */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include "tests/fixture.h"
 #include "keel/ops.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -1054,6 +1057,152 @@ KT_DEVICE_TEST(test_stream_order)
     KT_OK(keel_stream_destroy(s));
 }
 
+/* ---- small operations from several threads on one stream ----
+ * On the CPU a small operation on an idle stream runs on the calling thread
+ * (keel__cpu_enqueue_small); everything else queues. Threads here mix both:
+ * host functions that sleep keep the worker busy, so operations enqueued
+ * meanwhile must queue behind them, and inline runs must hold back what other
+ * threads enqueue during them. The host functions check, in stream order,
+ * what the device memory holds (the CPU's device memory is host memory). */
+
+#define SO_THREADS 4
+#define SO_ITERS 40
+#define SO_NY 4096    /* the shared chain: inline-sized */
+#define SO_NZ 16384   /* each thread's own chain: the largest inline size */
+
+typedef struct {
+    keel_stream_t *s;
+    pthread_mutex_t *group;   /* makes one group of commands consecutive in the stream */
+    float *y, *z, *ones;
+    int t;
+    atomic_int *bad;
+    double *y_shadow;         /* what y holds: read and written by host functions only */
+} so_thread_t;
+
+typedef struct {
+    so_thread_t *th;
+    int sleep_us;
+} so_probe_t;
+
+static void so_sleep_us(int us)
+{
+    struct timespec ts = {0, (long)us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* y has had y = 2y + 1 applied twice since the last check, to every element,
+ * and nothing else runs while this does. Resets it to a small value. */
+static void so_check_y(void *p)
+{
+    so_probe_t *pr = p;
+    so_thread_t *th = pr->th;
+    double want = 4.0 * *th->y_shadow + 3.0;
+    if (pr->sleep_us)
+        so_sleep_us(pr->sleep_us);
+    for (size_t i = 0; i < SO_NY; i++)
+        if (th->y[i] != (float)want) {
+            atomic_fetch_add(th->bad, 1);
+            break;
+        }
+    so_sleep_us(pr->sleep_us / 4);
+    float v = th->y[SO_NY - 1];   /* a command that ran during the sleep shows */
+    if (v != (float)want)
+        atomic_fetch_add(th->bad, 1);
+    double next = fmod(want, 97.0);
+    for (size_t i = 0; i < SO_NY; i++)
+        th->y[i] = (float)next;
+    *th->y_shadow = next;
+}
+
+/* z was filled with 0 and then had z = 2z + 1 applied three times. */
+static void so_check_z(void *p)
+{
+    so_probe_t *pr = p;
+    for (size_t i = 0; i < SO_NZ; i++)
+        if (pr->th->z[i] != 7.0f) {
+            atomic_fetch_add(pr->th->bad, 1);
+            break;
+        }
+}
+
+static void *so_thread(void *p)
+{
+    so_thread_t *th = p;
+    static so_probe_t probes[SO_THREADS][SO_ITERS][2];
+    for (int j = 0; j < SO_ITERS; j++) {
+        /* This thread's own chain, not grouped: other threads' commands
+         * interleave with it, its order must hold all the same. */
+        keel_fill(th->s, KEEL_F32, th->z, SO_NZ, 0.0);
+        for (int r = 0; r < 3; r++)
+            keel_binary(th->s, KEEL_BINARY_ADD, KEEL_F32, 1, SO_NZ, 2.0, th->z, SO_NZ, 1.0, th->ones, SO_NZ,
+                        KEEL_BROADCAST_NONE, th->z, SO_NZ);
+        so_probe_t *pz = &probes[th->t][j][1];
+        pz->th = th;
+        pz->sleep_us = 0;
+        keel_stream_launch_host_func(th->s, so_check_z, pz);
+
+        pthread_mutex_lock(th->group);
+        for (int r = 0; r < 2; r++)
+            keel_binary(th->s, KEEL_BINARY_ADD, KEEL_F32, 1, SO_NY, 2.0, th->y, SO_NY, 1.0, th->ones, SO_NY,
+                        KEEL_BROADCAST_NONE, th->y, SO_NY);
+        so_probe_t *py = &probes[th->t][j][0];
+        py->th = th;
+        py->sleep_us = (j + th->t) % 3 == 0 ? 400 : 0;
+        keel_stream_launch_host_func(th->s, so_check_y, py);
+        pthread_mutex_unlock(th->group);
+        if (j % 5 == 4)
+            so_sleep_us(300);   /* let the stream drain, so the next operations find it idle */
+    }
+    return NULL;
+}
+
+KT_DEVICE_TEST(test_small_ops_threads)
+{
+    if (!kt_is_cpu(dev))
+        return;   /* the host functions read device memory directly */
+    keel_stream_t *s;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    float *y = dalloc(dev, SO_NY * 4), *ones = dalloc(dev, SO_NZ * 4), *z[SO_THREADS];
+    KT_OK(keel_fill(s, KEEL_F32, y, SO_NY, 0.0));
+    KT_OK(keel_fill(s, KEEL_F32, ones, SO_NZ, 1.0));
+    pthread_mutex_t group = PTHREAD_MUTEX_INITIALIZER;
+    atomic_int bad = 0;
+    double y_shadow = 0;
+    so_thread_t th[SO_THREADS];
+    pthread_t tid[SO_THREADS];
+    for (int t = 0; t < SO_THREADS; t++) {
+        z[t] = dalloc(dev, SO_NZ * 4);
+        th[t] = (so_thread_t){s, &group, y, z[t], ones, t, &bad, &y_shadow};
+    }
+    for (int t = 0; t < SO_THREADS; t++)
+        ck_assert_int_eq(pthread_create(&tid[t], NULL, so_thread, &th[t]), 0);
+    for (int t = 0; t < SO_THREADS; t++)
+        pthread_join(tid[t], NULL);
+    /* One more small operation, then an event: the event must see it done. */
+    keel_event_t *ev;
+    KT_OK(keel_event_create(dev, 0, &ev));
+    KT_OK(keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 1, SO_NY, 2.0, y, SO_NY, 1.0, ones, SO_NY, KEEL_BROADCAST_NONE,
+                      y, SO_NY));
+    KT_OK(keel_event_record(ev, s));
+    KT_OK(keel_event_synchronize(ev));
+    float *h = malloc(SO_NY * 4);
+    KT_OK(keel_memcpy(h, y, SO_NY * 4));
+    ck_assert_msg(h[0] == (float)(2.0 * y_shadow + 1.0) && h[SO_NY - 1] == h[0],
+                  "after the threads and one more y = 2y + 1: y = %g, expected %g", h[0], 2.0 * y_shadow + 1.0);
+    KT_OK(keel_stream_synchronize(s));
+    ck_assert_msg(atomic_load(&bad) == 0, "%d host-function checks saw work out of stream order", atomic_load(&bad));
+    for (int t = 0; t < SO_THREADS; t++) {
+        KT_OK(keel_memcpy(h, z[t], 4));
+        ck_assert_msg(h[0] == 7.0f, "thread %d: z = %g, expected 7", t, h[0]);
+        KT_OK(keel_free(z[t]));
+    }
+    free(h);
+    KT_OK(keel_event_destroy(ev));
+    KT_OK(keel_free(y));
+    KT_OK(keel_free(ones));
+    KT_OK(keel_stream_destroy(s));
+}
+
 /* Operations captured into a graph run right each time the graph does (the
  * CPU runs own their scratch buffers; a replay must not reuse freed ones). */
 KT_DEVICE_TEST(test_graph_capture)
@@ -1234,6 +1383,7 @@ static Suite *ops_suite(void)
     tc = tcase_create("api");
     kt_add_device_test(tc, test_errors);
     kt_add_device_test(tc, test_stream_order);
+    kt_add_device_test(tc, test_small_ops_threads);
     kt_add_device_test(tc, test_graph_capture);
     kt_add_device_test(tc, test_concurrent_streams);
     tcase_add_test(tc, test_cross_backend);
