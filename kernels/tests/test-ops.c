@@ -1059,21 +1059,26 @@ KT_DEVICE_TEST(test_stream_order)
 
 /* ---- small operations from several threads on one stream ----
  * On the CPU a small operation on an idle stream runs on the calling thread
- * (keel__cpu_enqueue_small); everything else queues. Threads here mix both:
- * host functions that sleep keep the worker busy, so operations enqueued
- * meanwhile must queue behind them, and inline runs must hold back what other
- * threads enqueue during them. The host functions check, in stream order,
- * what the device memory holds (the CPU's device memory is host memory). */
+ * (keel__cpu_enqueue_small); everything else queues. The threads here mix
+ * both, and host functions check, in stream order, what device memory holds
+ * (the CPU's device memory is host memory):
+ *  - a probe that sleeps keeps the worker busy with an empty queue; what the
+ *    thread enqueues then (on data the probe watches) must queue behind it;
+ *  - a long small operation (tanh over 16k elements) runs inline while other
+ *    threads enqueue probes; those must not run before it ends, or they see
+ *    its output half written;
+ *  - a chain y = 2y + 1 shared by all threads comes out as in stream order. */
 
-#define SO_THREADS 4
+#define SO_THREADS 3
 #define SO_ITERS 40
-#define SO_NY 4096    /* the shared chain: inline-sized */
-#define SO_NZ 16384   /* each thread's own chain: the largest inline size */
+#define SO_NY 4096    /* the shared chain */
+#define SO_NZ 16384   /* the largest size that runs inline */
 
 typedef struct {
     keel_stream_t *s;
     pthread_mutex_t *group;   /* makes one group of commands consecutive in the stream */
     float *y, *z, *ones;
+    double **w;
     int t;
     atomic_int *bad;
     double *y_shadow;         /* what y holds: read and written by host functions only */
@@ -1082,6 +1087,7 @@ typedef struct {
 typedef struct {
     so_thread_t *th;
     int sleep_us;
+    atomic_int started;
 } so_probe_t;
 
 static void so_sleep_us(int us)
@@ -1090,36 +1096,61 @@ static void so_sleep_us(int us)
     nanosleep(&ts, NULL);
 }
 
-/* y has had y = 2y + 1 applied twice since the last check, to every element,
- * and nothing else runs while this does. Resets it to a small value. */
+static int so_uniform(const double *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (v[i] != v[0] && !(v[i] != v[i] && v[0] != v[0]))
+            return 0;
+    return 1;
+}
+
+/* y has had y = 2y + 1 applied twice since the last check, to every element.
+ * Resets it to a small value. */
 static void so_check_y(void *p)
 {
     so_probe_t *pr = p;
     so_thread_t *th = pr->th;
     double want = 4.0 * *th->y_shadow + 3.0;
-    if (pr->sleep_us)
-        so_sleep_us(pr->sleep_us);
     for (size_t i = 0; i < SO_NY; i++)
         if (th->y[i] != (float)want) {
             atomic_fetch_add(th->bad, 1);
             break;
         }
-    so_sleep_us(pr->sleep_us / 4);
-    float v = th->y[SO_NY - 1];   /* a command that ran during the sleep shows */
-    if (v != (float)want)
-        atomic_fetch_add(th->bad, 1);
     double next = fmod(want, 97.0);
     for (size_t i = 0; i < SO_NY; i++)
         th->y[i] = (float)next;
     *th->y_shadow = next;
 }
 
-/* z was filled with 0 and then had z = 2z + 1 applied three times. */
+/* z was filled with 0 and then had z = 2z + 1 applied three times. While it
+ * sleeps, nothing else may run: not the next group's operations on y. */
 static void so_check_z(void *p)
 {
     so_probe_t *pr = p;
+    atomic_store(&pr->started, 1);
     for (size_t i = 0; i < SO_NZ; i++)
         if (pr->th->z[i] != 7.0f) {
+            atomic_fetch_add(pr->th->bad, 1);
+            break;
+        }
+    if (pr->sleep_us) {
+        float y0 = pr->th->y[0], y1 = pr->th->y[SO_NY - 1];
+        so_sleep_us(pr->sleep_us);
+        if (pr->th->z[0] != 7.0f || pr->th->z[SO_NZ - 1] != 7.0f || pr->th->y[0] != y0 ||
+            pr->th->y[SO_NY - 1] != y1)
+            atomic_fetch_add(pr->th->bad, 1);
+    }
+}
+
+/* Every w is the output of whole operations: no operation is half done. */
+static void so_check_w(void *p)
+{
+    so_probe_t *pr = p;
+    for (int t = 0; t < SO_THREADS; t++)
+        if (!so_uniform(pr->th->w[t], SO_NZ))
+            atomic_fetch_add(pr->th->bad, 1);
+    for (size_t i = 1; i < SO_NY; i++)
+        if (pr->th->y[i] != pr->th->y[0]) {
             atomic_fetch_add(pr->th->bad, 1);
             break;
         }
@@ -1128,30 +1159,42 @@ static void so_check_z(void *p)
 static void *so_thread(void *p)
 {
     so_thread_t *th = p;
-    static so_probe_t probes[SO_THREADS][SO_ITERS][2];
+    static so_probe_t probes[SO_THREADS][SO_ITERS][3];
     for (int j = 0; j < SO_ITERS; j++) {
+        so_probe_t *pz = &probes[th->t][j][0], *py = &probes[th->t][j][1], *pw = &probes[th->t][j][2];
+        /* First after the drain, so one thread's runs inline while the
+         * others' queue behind it; long enough (libm's tanh in f64) that the
+         * worker reaches them before it ends. */
+        keel_unary(th->s, KEEL_UNARY_TANH, KEEL_F64, SO_NZ, th->w[th->t], th->w[th->t]);
+        pw->th = th;
+        keel_stream_launch_host_func(th->s, so_check_w, pw);
         /* This thread's own chain, not grouped: other threads' commands
          * interleave with it, its order must hold all the same. */
         keel_fill(th->s, KEEL_F32, th->z, SO_NZ, 0.0);
         for (int r = 0; r < 3; r++)
             keel_binary(th->s, KEEL_BINARY_ADD, KEEL_F32, 1, SO_NZ, 2.0, th->z, SO_NZ, 1.0, th->ones, SO_NZ,
                         KEEL_BROADCAST_NONE, th->z, SO_NZ);
-        so_probe_t *pz = &probes[th->t][j][1];
         pz->th = th;
-        pz->sleep_us = 0;
+        pz->sleep_us = (j + th->t) % 4 == 1 ? 300 : 0;
         keel_stream_launch_host_func(th->s, so_check_z, pz);
+        /* Once the worker is in the probe, the queue may well be empty while
+         * the stream is busy: the operations on y below must still queue. */
+        for (int k = 0; pz->sleep_us && !atomic_load(&pz->started) && k < 1000; k++)
+            so_sleep_us(5);
 
         pthread_mutex_lock(th->group);
         for (int r = 0; r < 2; r++)
             keel_binary(th->s, KEEL_BINARY_ADD, KEEL_F32, 1, SO_NY, 2.0, th->y, SO_NY, 1.0, th->ones, SO_NY,
                         KEEL_BROADCAST_NONE, th->y, SO_NY);
-        so_probe_t *py = &probes[th->t][j][0];
         py->th = th;
-        py->sleep_us = (j + th->t) % 3 == 0 ? 400 : 0;
         keel_stream_launch_host_func(th->s, so_check_y, py);
         pthread_mutex_unlock(th->group);
-        if (j % 5 == 4)
-            so_sleep_us(300);   /* let the stream drain, so the next operations find it idle */
+
+        /* Wait for the stream to drain, as all threads do: their next
+         * operations then start together, some inline, some behind. */
+        for (int k = 0; keel_stream_query(th->s) == KEEL_ERROR_NOT_READY && k < 20000; k++)
+            so_sleep_us(10);
+        so_sleep_us(5 * th->t);
     }
     return NULL;
 }
@@ -1163,6 +1206,7 @@ KT_DEVICE_TEST(test_small_ops_threads)
     keel_stream_t *s;
     KT_OK(keel_stream_create(dev, 0, 0, &s));
     float *y = dalloc(dev, SO_NY * 4), *ones = dalloc(dev, SO_NZ * 4), *z[SO_THREADS];
+    double *w[SO_THREADS];
     KT_OK(keel_fill(s, KEEL_F32, y, SO_NY, 0.0));
     KT_OK(keel_fill(s, KEEL_F32, ones, SO_NZ, 1.0));
     pthread_mutex_t group = PTHREAD_MUTEX_INITIALIZER;
@@ -1172,8 +1216,11 @@ KT_DEVICE_TEST(test_small_ops_threads)
     pthread_t tid[SO_THREADS];
     for (int t = 0; t < SO_THREADS; t++) {
         z[t] = dalloc(dev, SO_NZ * 4);
-        th[t] = (so_thread_t){s, &group, y, z[t], ones, t, &bad, &y_shadow};
+        w[t] = dalloc(dev, SO_NZ * 8);
+        KT_OK(keel_fill(s, KEEL_F64, w[t], SO_NZ, 3.0 + t));
+        th[t] = (so_thread_t){s, &group, y, z[t], ones, w, t, &bad, &y_shadow};
     }
+    KT_OK(keel_stream_synchronize(s));
     for (int t = 0; t < SO_THREADS; t++)
         ck_assert_int_eq(pthread_create(&tid[t], NULL, so_thread, &th[t]), 0);
     for (int t = 0; t < SO_THREADS; t++)
@@ -1195,6 +1242,7 @@ KT_DEVICE_TEST(test_small_ops_threads)
         KT_OK(keel_memcpy(h, z[t], 4));
         ck_assert_msg(h[0] == 7.0f, "thread %d: z = %g, expected 7", t, h[0]);
         KT_OK(keel_free(z[t]));
+        KT_OK(keel_free(w[t]));
     }
     free(h);
     KT_OK(keel_event_destroy(ev));
