@@ -119,7 +119,6 @@ static void select_default(const char *backend_env, long device_index)
         }
         if (b->status != KEEL_OK) {
             snprintf(why + used, sizeof(why) - used, "%s%s: %s", used ? "; " : "", b->name, b->reason);
-            keel__log(KEEL_LOG_INFO, "skipping backend %s: %s", b->name, b->reason);
             continue;
         }
         if (device_index >= b->device_count) {
