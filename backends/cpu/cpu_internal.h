@@ -246,6 +246,11 @@ KEEL_HIDDEN void keel__cpu_cmd_free(cpu_cmd_t *c);
 KEEL_HIDDEN void keel__cpu_cmd_push_locked(cpu_stream_t *s, cpu_cmd_t *c);
 /* Drops what a record references (event references). */
 KEEL_HIDDEN void keel__cpu_cmd_release_refs(cpu_cmd_t *c);
+/* 1 when the stream was idle and the caller now holds its next place in
+ * stream order: run the work on the calling thread, then call
+ * keel__cpu_inline_end. 0: enqueue as usual. Never while capturing. */
+KEEL_HIDDEN int keel__cpu_inline_begin(cpu_stream_t *s);
+KEEL_HIDDEN void keel__cpu_inline_end(cpu_stream_t *s);
 KEEL_HIDDEN keel_status_t keel__cpu_stream_sync(cpu_stream_t *s);
 KEEL_HIDDEN void keel__cpu_stream_destroy_now(cpu_stream_t *s);
 KEEL_HIDDEN void keel__cpu_stream_fail(cpu_stream_t *s, keel_status_t status, const char *fmt, ...)

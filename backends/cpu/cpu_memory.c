@@ -22,6 +22,9 @@ _Static_assert(sizeof(cpu_alloc_hdr_t) <= KEEL_CPU_ALIGN, "the header fits in th
 /* Big enough that waking the pool pays off. */
 #define CPU_PARALLEL_BYTES (8u << 20)
 #define CPU_CHUNK_BYTES (1u << 20)
+/* Up to this size an asynchronous copy or set on an idle stream is done on
+ * the calling thread: cheaper than handing it to the stream's worker. */
+#define CPU_INLINE_BYTES (64u << 10)
 
 /* Messages leave out the function and device: the core puts them in front. */
 static keel_status_t cpu_alloc_kind(cpu_device_t *d, keel_memory_kind_t kind, size_t bytes, void **ptr)
@@ -170,7 +173,14 @@ static keel_status_t cpu_enqueue_copy(cpu_stream_t *s, void *dst, const void *sr
 static keel_status_t cpu_mem_memcpy_async(void *stream_ctx, void *dst, keel_memory_kind_t dst_kind, const void *src,
                                           keel_memory_kind_t src_kind, size_t bytes)
 {
-    return cpu_enqueue_copy(stream_ctx, dst, src, bytes, "keel_memcpy_async");
+    cpu_stream_t *s = stream_ctx;
+    if (bytes <= CPU_INLINE_BYTES && keel__cpu_inline_begin(s)) {
+        if (dst != src)
+            memmove(dst, src, bytes);
+        keel__cpu_inline_end(s);
+        return KEEL_OK;
+    }
+    return cpu_enqueue_copy(s, dst, src, bytes, "keel_memcpy_async");
 }
 
 /* A small synchronous copy runs on the caller once the stream is idle, which
@@ -195,6 +205,11 @@ static keel_status_t cpu_mem_memcpy_sync(void *stream_ctx, void *dst, keel_memor
 static keel_status_t cpu_mem_memset_async(void *stream_ctx, void *dst, int value, size_t bytes)
 {
     cpu_stream_t *s = stream_ctx;
+    if (bytes <= CPU_INLINE_BYTES && keel__cpu_inline_begin(s)) {
+        memset(dst, value, bytes);
+        keel__cpu_inline_end(s);
+        return KEEL_OK;
+    }
     cpu_cmd_t *c = keel__cpu_cmd_begin(s, CPU_CMD_SET, 0, "keel_memset_async");
     if (!c)
         return KEEL_ERROR_OUT_OF_MEMORY;

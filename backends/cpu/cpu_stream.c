@@ -279,7 +279,7 @@ keel_status_t keel__cpu_stream_sync(cpu_stream_t *s)
     keel__cpu_spin_reached(&s->completed, target);
     pthread_mutex_lock(&s->lock);
     if (atomic_load(&s->completed) < target) {
-        atomic_fetch_add(&s->idle_waiters, 1);   /* seq_cst: see cpu_inline_done */
+        atomic_fetch_add(&s->idle_waiters, 1);   /* seq_cst: see keel__cpu_inline_end */
         while (atomic_load(&s->completed) < target)
             pthread_cond_wait(&s->idle_cv, &s->lock);
         atomic_fetch_sub(&s->idle_waiters, 1);
@@ -448,8 +448,8 @@ keel_status_t keel__cpu_enqueue(void *stream_ctx, void (*fn)(void *payload), con
  * queued, nothing running, no inline run in progress. submitted == completed
  * implies all three, and every earlier event wait is done too. Commands
  * enqueued while the run is in progress get later tickets, so the worker
- * holds them until cpu_inline_done. */
-static inline int cpu_inline_begin(cpu_stream_t *s)
+ * holds them until keel__cpu_inline_end. */
+int keel__cpu_inline_begin(cpu_stream_t *s)
 {
     if (atomic_load_explicit(&s->capturing, memory_order_relaxed))
         return 0;   /* a capture records, it never runs */
@@ -459,7 +459,7 @@ static inline int cpu_inline_begin(cpu_stream_t *s)
                                                    memory_order_relaxed);
 }
 
-static inline void cpu_inline_done(cpu_stream_t *s)
+void keel__cpu_inline_end(cpu_stream_t *s)
 {
     /* seq_cst: pairs with the waiters' flag store then completed load. */
     atomic_fetch_add(&s->completed, 1);
@@ -486,9 +486,9 @@ keel_status_t keel__cpu_enqueue_small(void *stream_ctx, void (*fn)(void *payload
                                       size_t payload_size)
 {
     cpu_stream_t *s = stream_ctx;
-    if (cpu_inline_begin(s)) {
+    if (keel__cpu_inline_begin(s)) {
         cpu_inline_call(s, fn, payload);
-        cpu_inline_done(s);
+        keel__cpu_inline_end(s);
         return KEEL_OK;
     }
     return keel__cpu_enqueue(stream_ctx, fn, payload, payload_size);
