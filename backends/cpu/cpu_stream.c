@@ -173,6 +173,13 @@ static void cpu_cmd_run(cpu_stream_t *s, cpu_cmd_t *c)
     keel__cpu_cmd_release_refs(c);
 }
 
+static uint64_t cpu_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 /* Stream lock held. The command at the head took its ticket while an inline
  * run on another thread was in progress: stream order says it waits for that
  * run to end, which is when completed reaches 'before'. */
@@ -198,11 +205,19 @@ static void *cpu_stream_main(void *p)
     keel__cpu_tls_pool_worker = 0;
     pthread_mutex_lock(&s->lock);
     for (;;) {
-        if (!s->head && !s->stop) {
+        /* An inline run moves submitted without queueing anything: spin on
+         * (a while, not for ever) so that a command right after it still
+         * finds the worker awake. */
+        for (uint64_t t0 = 0; !s->head && !s->stop;) {
             uint64_t seen = atomic_load_explicit(&s->submitted, memory_order_relaxed);
             pthread_mutex_unlock(&s->lock);
-            keel__cpu_spin_changed(&s->submitted, seen);
+            int changed = keel__cpu_spin_changed(&s->submitted, seen);
+            uint64_t t = cpu_now_ns();
             pthread_mutex_lock(&s->lock);
+            if (!t0)
+                t0 = t;
+            if (!changed || t - t0 > KEEL_CPU_SPIN_NS)
+                break;
         }
         while (!s->head && !s->stop) {
             s->worker_sleeping = 1;
