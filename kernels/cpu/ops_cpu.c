@@ -20,6 +20,11 @@
 #define EXP_T(v) _Generic((v), float: keel__expf, default: exp)(v)
 #define GRAIN KEEL_CPU_GRAIN
 
+/* The hot loops start on a cache line: their speed on small sizes otherwise
+ * moves by a third with where unrelated code changes happen to place them
+ * (measured on the 1024-element add). */
+#define HOT __attribute__((aligned(64)))
+
 static size_t rows_grain(size_t cols)
 {
     size_t g = GRAIN / (cols ? cols : 1);
@@ -51,7 +56,7 @@ typedef struct {
     } v;
 } fill_args_t;
 
-static void fill_body(void *arg, size_t b, size_t e)
+static HOT void fill_body(void *arg, size_t b, size_t e)
 {
     const fill_args_t *a = arg;
     switch (a->dt) {
@@ -105,7 +110,7 @@ typedef struct {
     size_t n;
 } cast_args_t;
 
-static void cast_body(void *arg, size_t b, size_t e)
+static HOT void cast_body(void *arg, size_t b, size_t e)
 {
     const cast_args_t *a = arg;
     size_t ss = keel__esize(a->sdt), ds = keel__esize(a->ddt);
@@ -188,7 +193,7 @@ typedef struct {
     size_t ldd;
 } copy2d_args_t;
 
-static void copy2d_body(void *arg, size_t b, size_t e)
+static HOT void copy2d_body(void *arg, size_t b, size_t e)
 {
     const copy2d_args_t *a = arg;
     for (size_t i = b; i < e; i++)
@@ -217,7 +222,7 @@ static keel_status_t cpu_copy_2d(void *s, keel_dtype_t dt, size_t rows, size_t c
 /* Transposes in square blocks so both sides stay in cache lines. */
 #define TBLK 32
 #define DEFINE_TRANSPOSE(T)                                                                     \
-    static void transpose_##T(const copy2d_args_t *a, size_t rb, size_t re)                     \
+    static HOT void transpose_##T(const copy2d_args_t *a, size_t rb, size_t re) \
     {                                                                                           \
         const T *src = (const T *)a->src;                                                       \
         T *dst = (T *)a->dst;                                                                   \
@@ -267,7 +272,7 @@ static keel_status_t cpu_transpose(void *s, keel_dtype_t dt, size_t rows, size_t
 /* One definition for float and double: <tgmath.h> picks expf or exp. The
  * switch is outside the loops so each loop is a plain vectorizable one. */
 #define DEFINE_UNARY(T)                                                                            \
-    static void unary_##T(keel_unary_op_t op, const T *x, T *y, size_t n)                          \
+    static HOT void unary_##T(keel_unary_op_t op, const T *x, T *y, size_t n) \
     {                                                                                              \
         const T half = (T)0.5, one = (T)1;                                                         \
         switch (op) {                                                                              \
@@ -394,7 +399,7 @@ static keel_status_t cpu_unary(void *s, keel_unary_op_t op, keel_dtype_t dt, siz
     } while (0)
 
 #define DEFINE_BINARY(T)                                                                            \
-    static void binary_##T(keel_binary_op_t op, size_t n, T alpha, const T *a, T beta, const T *b,  \
+    static HOT void binary_##T(keel_binary_op_t op, size_t n, T alpha, const T *a, T beta, const T *b,  \
                            size_t bs, T *y)                                                         \
     {                                                                                               \
         switch (op) {                                                                               \
@@ -494,7 +499,7 @@ typedef struct {
  * anything, and the adds do not wait on one another. */
 #define RL8(S) S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7)
 #define DEFINE_RSEG(T)                                                                    \
-    static void rseg_##T(keel_reduce_op_t op, const T *x, size_t n, racc_t *acc)          \
+    static HOT void rseg_##T(keel_reduce_op_t op, const T *x, size_t n, racc_t *acc) \
     {                                                                                     \
         size_t i = 0;                                                                     \
         switch (op) {                                                                     \
@@ -851,7 +856,7 @@ typedef struct {
  * loop is a plain one the compiler vectorizes; sums and max go through the
  * lane reductions of keel_reduce. */
 #define DEFINE_SOFTMAX(T)                                                                  \
-    static void softmax_##T(const T *x, T *y, size_t n, int lg)                            \
+    static HOT void softmax_##T(const T *x, T *y, size_t n, int lg) \
     {                                                                                      \
         racc_t mx = {0, 0}, sum = {0, 0};                                                  \
         rseg_##T(KEEL_REDUCE_MAX, x, n, &mx);                                              \
@@ -941,7 +946,7 @@ static keel_status_t cpu_softmax_rows(void *s, keel_dtype_t dt, size_t rows, siz
 /* Layer norm: mean, then the variance around it (two passes, no
  * cancellation), then the write. Statistics in f64. */
 #define DEFINE_LAYERNORM(T)                                                                          \
-    static void layernorm_##T(const T *x, T *y, size_t n, const T *g, const T *bt, double eps)       \
+    static HOT void layernorm_##T(const T *x, T *y, size_t n, const T *g, const T *bt, double eps) \
     {                                                                                                \
         double s = 0;                                                                                \
         for (size_t j = 0; j < n; j++)                                                               \
