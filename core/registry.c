@@ -10,6 +10,7 @@
  * keel_free_async) never touches it. Nodes are recycled through a free list. */
 #include <search.h>
 #include <stdlib.h>
+#include <string.h>
 #include <uthash.h>
 #include "core/internal.h"
 
@@ -25,6 +26,17 @@ static node_t *table;   /* uthash on a.base */
 static void *tree;      /* tsearch tree of node_t * ordered by a.base */
 static node_t *pending; /* allocations not yet in the tree */
 static node_t *spare;   /* recycled nodes */
+
+/* Every add and remove bumps the generation (under the lock). A thread keeps
+ * the last two allocations it found, tagged with the generation they were
+ * read at: while it has not moved, they are still exactly what the registry
+ * holds, and a lookup of a pointer inside them needs no lock. */
+static atomic_ulong generation = 1;
+static _Thread_local struct {
+    unsigned long generation;
+    keel__alloc_t a[2];
+    int next;
+} cache;
 
 /* Orders by base; a probe of size 0 matches the allocation that contains it. */
 static int compare(const void *x_, const void *y_)
@@ -99,6 +111,7 @@ keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kin
         pending->prev = n;
     pending = n;
     HASH_ADD(hh, table, a.base, sizeof(key), n);
+    atomic_fetch_add_explicit(&generation, 1, memory_order_release);
     pthread_mutex_unlock(&lock);
     return KEEL_OK;
 }
@@ -131,6 +144,7 @@ keel_status_t keel__registry_remove(void *base, keel__alloc_t *out)
         if (out)
             *out = n->a;
         release(n);
+        atomic_fetch_add_explicit(&generation, 1, memory_order_release);
         pthread_mutex_unlock(&lock);
         return KEEL_OK;
     }
@@ -147,11 +161,30 @@ keel_status_t keel__registry_remove(void *base, keel__alloc_t *out)
 
 int keel__registry_find(const void *ptr, keel__alloc_t *out)
 {
+    uintptr_t key = (uintptr_t)ptr;
+    unsigned long g = atomic_load_explicit(&generation, memory_order_acquire);
+    if (cache.generation == g) {
+        for (int i = 0; i < 2; i++) {
+            if (key - cache.a[i].base < cache.a[i].size) {
+                *out = cache.a[i];
+                return 1;
+            }
+        }
+    }
     int oom = 0;
     pthread_mutex_lock(&lock);
-    node_t *n = lookup((uintptr_t)ptr, &oom);
+    node_t *n = lookup(key, &oom);
     if (n)
         *out = n->a;
+    g = atomic_load_explicit(&generation, memory_order_relaxed);
     pthread_mutex_unlock(&lock);
-    return n != NULL;
+    if (!n)
+        return 0;
+    if (cache.generation != g) {
+        memset(cache.a, 0, sizeof(cache.a));
+        cache.generation = g;
+    }
+    cache.a[cache.next] = *out;
+    cache.next ^= 1;
+    return 1;
 }
