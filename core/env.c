@@ -17,6 +17,10 @@ static const struct {
     {"KEEL_CPU_MEMORY_LIMIT", "memory cap of each CPU device in bytes, suffix K, M or G allowed (default none)"},
     {"KEEL_CPU_THREADS", "worker threads of each CPU device, 1..1024 (default: online cores)"},
     {"KEEL_CACHE_DIR", "directory of the run-time compilation cache (default $XDG_CACHE_HOME/keel or ~/.cache/keel)"},
+    {"KEEL_CUDA_LAUNCH", "CUDA plugin: kernel (default) launches context-free CUkernels, function launches CUfunctions"},
+    {"KEEL_CUDA_HOST_FUNCS", "CUDA plugin: keel (default) runs host functions on a thread per stream, cuda on CUDA's"},
+    {"KEEL_CUDA_COPY_THREADS", "CUDA plugin: host threads staging pageable copies, 1..16 (default half the cores, at most 8)"},
+    {"KEEL_CUDA_STAGING_CHUNK_KB", "CUDA plugin: pageable-copy staging chunk in KiB, 256..262144 (default 4096)"},
 };
 
 keel_status_t keel_env_var_get(int index, const char **name, const char **description)

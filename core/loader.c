@@ -156,10 +156,11 @@ static const keel_backend_plugin_t *open_plugin(struct keel_backend *b)
                  KEEL_BACKEND_INIT_SYMBOL);
             return NULL;
         }
+        keel_clear_error();
         const keel_backend_plugin_t *p = init(&keel__host_api);
         if (!p) {
             fail(b, KEEL_ERROR_BACKEND_UNAVAILABLE, "%s: %s() returned no plugin: %s", path,
-                 KEEL_BACKEND_INIT_SYMBOL, keel_last_error());
+                 KEEL_BACKEND_INIT_SYMBOL, keel_last_error()[0] ? keel_last_error() : "it set no detail");
             return NULL;
         }
         b->abi_version = (int)p->abi_version;
