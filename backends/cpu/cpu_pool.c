@@ -89,11 +89,14 @@ static uint64_t cpu_now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-int keel__cpu_spin_changed(_Atomic uint64_t *v, uint64_t old)
+/* Spins (bounded by KEEL_CPU_SPIN_NS) until *v differs from x, or, with
+ * reached set, until *v >= x. 1 when it happened, 0 when the time ran out. */
+static int spin_until(_Atomic uint64_t *v, uint64_t x, int reached)
 {
     uint64_t deadline = 0;
     for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(v, memory_order_acquire) != old)
+        uint64_t cur = atomic_load_explicit(v, memory_order_acquire);
+        if (reached ? cur >= x : cur != x)
             return 1;
         cpu_relax();
         if ((i & 63) == 0) {
@@ -106,21 +109,14 @@ int keel__cpu_spin_changed(_Atomic uint64_t *v, uint64_t old)
     }
 }
 
+int keel__cpu_spin_changed(_Atomic uint64_t *v, uint64_t old)
+{
+    return spin_until(v, old, 0);
+}
+
 int keel__cpu_spin_reached(_Atomic uint64_t *v, uint64_t at_least)
 {
-    uint64_t deadline = 0;
-    for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(v, memory_order_acquire) >= at_least)
-            return 1;
-        cpu_relax();
-        if ((i & 63) == 0) {
-            uint64_t t = cpu_now_ns();
-            if (!deadline)
-                deadline = t + KEEL_CPU_SPIN_NS;
-            else if (t > deadline)
-                return 0;
-        }
-    }
+    return spin_until(v, at_least, 1);
 }
 
 /* ---- the pool ---- */
