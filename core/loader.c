@@ -213,13 +213,15 @@ static void load_backend(struct keel_backend *b)
         fail(b, st, "%s", keel_last_error()[0] ? keel_last_error() : keel_status_string(st));
         return;
     }
-    if (count <= 0) {
-        fail(b, KEEL_ERROR_NO_DEVICE, "the %s backend found no device", b->name);
-        return;
-    }
-    b->devices = calloc((size_t)count, sizeof(*b->devices));
-    if (!b->devices) {
-        fail(b, KEEL_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (count <= 0 || !(b->devices = calloc((size_t)count, sizeof(*b->devices)))) {
+        /* The probe succeeded: let the plugin release what it made before it is unloaded. */
+        if (p->shutdown)
+            p->shutdown(b->ctx);
+        b->ctx = NULL;
+        if (count <= 0)
+            fail(b, KEEL_ERROR_NO_DEVICE, "the %s backend found no device", b->name);
+        else
+            fail(b, KEEL_ERROR_OUT_OF_MEMORY, "out of host memory");
         return;
     }
     for (int i = 0; i < count; i++) {

@@ -37,17 +37,23 @@ int keel__log_enabled(int level)
     return level > KEEL_LOG_NONE && level <= atomic_load_explicit(&log_level, memory_order_relaxed);
 }
 
+/* Set while this thread runs the log callback: a Keel call failing inside
+ * it would log again and take log_lock a second time. */
+static _Thread_local int in_callback;
+
 void keel__log_v(int level, const char *fmt, va_list ap)
 {
-    if (!keel__log_enabled(level))
+    if (!keel__log_enabled(level) || in_callback)
         return;
     char line[2048];
     vsnprintf(line, sizeof(line), fmt, ap);
     /* The lock keeps lines from interleaving and the callback from changing mid-call. */
     pthread_mutex_lock(&log_lock);
-    if (log_fn)
+    if (log_fn) {
+        in_callback = 1;
         log_fn((keel_log_level_t)level, line, log_user);
-    else
+        in_callback = 0;
+    } else
         fprintf(stderr, "keel[%s]: %s\n", level_names[level], line);
     pthread_mutex_unlock(&log_lock);
 }

@@ -57,41 +57,55 @@ keel_status_t keel_malloc_managed(keel_device_t *device, size_t bytes, void **pt
 
 static keel_status_t unknown_pointer(const char *fn, const void *ptr)
 {
-    if (keel_last_status() == KEEL_ERROR_INVALID_POINTER && strstr(keel_last_error(), "not its start")) {
-        char detail[2048];
-        snprintf(detail, sizeof(detail), "%s", keel_last_error());
-        return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%s: %s", fn, detail);
-    }
+    keel__alloc_t a;
+    if (keel__registry_find(ptr, &a))
+        return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%s: %p is inside an allocation of %zu bytes at %p, not its start",
+                               fn, ptr, a.size, (void *)a.base);
     return keel__set_error(KEEL_ERROR_INVALID_POINTER,
                            "%s: %p is not a live Keel allocation (never allocated by Keel, or already freed)", fn, ptr);
+}
+
+/* Prefixes a failure of the backend, met while freeing, with what it means for the block. */
+static keel_status_t not_freed(keel_status_t st, const char *fn, const void *ptr, const struct keel_device *d)
+{
+    char detail[2048];
+    snprintf(detail, sizeof(detail), "%s", keel_last_error());
+    return keel__set_error(st, "%s: %p was not freed (it stays allocated; call again): %s failed: %s", fn, ptr, d->name,
+                           detail);
 }
 
 keel_status_t keel_free(void *ptr)
 {
     if (!ptr)
         return KEEL_OK;
-    keel_clear_error();
     keel__alloc_t a;
-    if (keel__registry_remove(ptr, &a) != KEEL_OK)
+    if (!keel__registry_find(ptr, &a) || a.base != (uintptr_t)ptr)
         return unknown_pointer("keel_free", ptr);
     struct keel_device *d = a.device;
-    if (atomic_load(&d->default_stream->capturing)) {
-        keel__registry_add(ptr, a.size, a.kind, d, a.stream_ordered);
+    if (atomic_load(&d->default_stream->capturing))
         return keel__set_error(KEEL_ERROR_BUSY, "keel_free: the default stream of %s is capturing a graph; free after "
                                "the capture ends", d->name);
-    }
-    /* As cudaFree: no queued work may still touch the memory. */
+    /* As cudaFree: no queued work may still touch the memory. The entry
+     * stays in the registry until the block is really gone, so a failure
+     * here leaves a block the caller can free again. */
     keel_status_t st = d->plugin->device->synchronize(d->ctx);
     if (st != KEEL_OK)
-        return st;
+        return not_freed(st, "keel_free", ptr, d);
+    if (keel__registry_remove(ptr, &a) != KEEL_OK) /* lost a race with another free */
+        return unknown_pointer("keel_free", ptr);
     if (a.stream_ordered && d->plugin->memory->free_async) {
         void *sctx = d->default_stream->ctx;
         st = d->plugin->memory->free_async(sctx, ptr);
         if (st == KEEL_OK)
             st = d->plugin->stream->synchronize(sctx);
-        return st;
+    } else {
+        st = d->plugin->memory->free(d->ctx, a.kind, ptr);
     }
-    return d->plugin->memory->free(d->ctx, a.kind, ptr);
+    if (st != KEEL_OK) {
+        keel__registry_add(ptr, a.size, a.kind, d, a.stream_ordered);
+        return not_freed(st, "keel_free", ptr, d);
+    }
+    return KEEL_OK;
 }
 
 #define CHECK_STREAM(s, fn)                                                                                  \
@@ -105,6 +119,9 @@ keel_status_t keel_malloc_async(keel_stream_t *stream, size_t bytes, void **ptr)
     KEEL__CHECK_OUT(ptr, "keel_malloc_async", "ptr");
     if (bytes == 0)
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "keel_malloc_async: size is 0 bytes");
+    if (atomic_load(&stream->capturing))
+        return keel__set_error(KEEL_ERROR_BUSY, "keel_malloc_async: the stream is capturing a graph; stream-ordered "
+                               "allocation is not captured (allocate before the capture)");
     struct keel_device *d = stream->device;
     const keel_memory_vtable_t *m = d->plugin->memory;
     void *p = NULL;
@@ -117,7 +134,7 @@ keel_status_t keel_malloc_async(keel_stream_t *stream, size_t bytes, void **ptr)
     }
     st = keel__registry_add(p, bytes, KEEL_MEMORY_DEVICE, d, m->alloc_async != NULL);
     if (st != KEEL_OK) {
-        if (m->alloc_async)
+        if (m->alloc_async && m->free_async)
             m->free_async(stream->ctx, p);
         else
             m->free(d->ctx, KEEL_MEMORY_DEVICE, p);
@@ -150,12 +167,20 @@ keel_status_t keel_free_async(void *ptr, keel_stream_t *stream)
                                ptr, kind_name(a.kind));
     }
     const keel_memory_vtable_t *m = stream->device->plugin->memory;
-    if (a.stream_ordered && m->free_async)
-        return m->free_async(stream->ctx, ptr);
-    keel_status_t st = stream->device->plugin->stream->synchronize(stream->ctx);
-    if (st != KEEL_OK)
-        return st;
-    return m->free(stream->device->ctx, KEEL_MEMORY_DEVICE, ptr);
+    keel_status_t st;
+    if (a.stream_ordered && m->free_async) {
+        st = m->free_async(stream->ctx, ptr);
+    } else {
+        /* Not stream-ordered memory: as keel_free, wait for the whole device. */
+        st = stream->device->plugin->device->synchronize(stream->device->ctx);
+        if (st == KEEL_OK)
+            st = m->free(stream->device->ctx, KEEL_MEMORY_DEVICE, ptr);
+    }
+    if (st != KEEL_OK) {
+        keel__registry_add(ptr, a.size, a.kind, a.device, a.stream_ordered);
+        return not_freed(st, "keel_free_async", ptr, stream->device);
+    }
+    return KEEL_OK;
 }
 
 /* One side of a copy or memset, resolved against the registry. */
@@ -288,6 +313,11 @@ keel_status_t keel_memcpy_async(void *dst, const void *src, size_t bytes, keel_s
                                    i ? "src" : "dst", sides[i]->a.device->name, stream->device->name);
     int peer = d.known && r.known && d.a.device != r.a.device && d.a.kind == KEEL_MEMORY_DEVICE &&
                r.a.kind == KEEL_MEMORY_DEVICE;
+    if (peer && stream->device != d.a.device && stream->device != r.a.device)
+        return keel__set_error(KEEL_ERROR_DEVICE_MISMATCH,
+                               "keel_memcpy_async: a copy from %s to %s must be enqueued on a stream of one of them, "
+                               "not of %s",
+                               r.a.device->name, d.a.device->name, stream->device->name);
     if (!peer) {
         for (int i = 0; i < 2; i++)
             if (sides[i]->known && sides[i]->a.kind == KEEL_MEMORY_DEVICE && sides[i]->a.device != stream->device)

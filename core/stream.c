@@ -49,6 +49,8 @@ keel_status_t keel_stream_destroy(keel_stream_t *stream)
     if (atomic_load(&stream->capturing))
         return keel__set_error(KEEL_ERROR_BUSY, "keel_stream_destroy: the stream is capturing a graph; end the capture first");
     keel_status_t st = stream->device->plugin->stream->destroy(stream->ctx);
+    if (st == KEEL_ERROR_BUSY) /* refused (e.g. from its own host function): the stream lives on */
+        return st;
     keel__handle_release(stream);
     return st;
 }

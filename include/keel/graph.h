@@ -20,7 +20,9 @@ extern "C" {
 typedef struct keel_graph keel_graph_t;           /**< a captured sequence of work (opaque) */
 typedef struct keel_graph_exec keel_graph_exec_t; /**< an instantiated, launchable graph (opaque) */
 
-/** @brief Start recording the work enqueued on @p stream. Synchronous calls on it are refused while capturing. */
+/** @brief Start recording the work enqueued on @p stream. While it captures, synchronous calls on it,
+ *         keel_malloc_async and keel_free_async on it are refused (KEEL_ERROR_BUSY): allocate the
+ *         memory a graph uses before the capture and free it after the graph's last replay. */
 KEEL_API keel_status_t keel_stream_begin_capture(keel_stream_t *stream);
 
 /**

@@ -33,7 +33,9 @@ KEEL_API keel_log_level_t keel_log_get_level(void);
 /** @brief Receives each log line (without a trailing newline). Called from any Keel thread. */
 typedef void (*keel_log_fn_t)(keel_log_level_t level, const char *message, void *user_data);
 
-/** @brief Send log lines to @p fn instead of stderr; NULL restores stderr. */
+/** @brief Send log lines to @p fn instead of stderr; NULL restores stderr.
+ *  The callback may call Keel (lines its own calls would log are dropped), but not
+ *  keel_log_set_callback. */
 KEEL_API void keel_log_set_callback(keel_log_fn_t fn, void *user_data);
 
 /**

@@ -62,6 +62,8 @@ KEEL_API keel_status_t keel_malloc_managed(keel_device_t *device, size_t bytes, 
  *        can still touch the memory.
  * @return KEEL_OK for NULL (a no-op, as free(NULL)). An unknown pointer, an
  *         interior pointer or a second free gives KEEL_ERROR_INVALID_POINTER.
+ *         If waiting for the device reports an earlier asynchronous error,
+ *         that error is returned and the block stays allocated (free it again).
  */
 KEEL_API keel_status_t keel_free(void *ptr);
 

@@ -69,8 +69,9 @@ KEEL_API keel_status_t keel_stream_get_priority(keel_stream_t *stream, int *prio
 /** @brief Work after this call on @p stream waits until @p event has completed. The event may be of another stream or another device of the same backend. */
 KEEL_API keel_status_t keel_stream_wait_event(keel_stream_t *stream, keel_event_t *event);
 
-/** @brief A host function enqueued on a stream. It must not call Keel functions that wait on streams
- *         (synchronizing or destroying its own stream would deadlock). */
+/** @brief A host function enqueued on a stream. It must not call Keel functions that wait on
+ *         streams: destroying its own stream is refused (KEEL_ERROR_BUSY), and waiting on work
+ *         queued behind it can never finish. */
 typedef void (*keel_host_fn_t)(void *user_data);
 
 /**
