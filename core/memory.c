@@ -70,7 +70,7 @@ static keel_status_t not_freed(keel_status_t st, const char *fn, const void *ptr
 {
     char detail[2048];
     snprintf(detail, sizeof(detail), "%s", keel_last_error());
-    return keel__set_error(st, "%s: %p was not freed (it stays allocated; call again): %s failed: %s", fn, ptr, d->name,
+    return keel__set_error(st, "%s: %p was not freed (it stays allocated; call again): %s reported: %s", fn, ptr, d->name,
                            detail);
 }
 
