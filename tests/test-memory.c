@@ -422,6 +422,82 @@ KT_DEVICE_TEST(copies_between_devices_of_one_backend)
     free(dst);
 }
 
+/* A successful free leaves the last error alone (status.h), and the detail
+ * of a refused free names the call and the pointer it was given, whatever
+ * failed before it on the thread. */
+KT_DEVICE_TEST(free_messages_name_their_own_call)
+{
+    void *p = NULL;
+    keel_stream_t *s = NULL;
+    KT_OK(keel_malloc(dev, 256, &p));
+    KT_OK(keel_device_default_stream(dev, &s));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_stream_create(dev, 0x7, 0, &s));
+    char before[512];
+    snprintf(before, sizeof(before), "%s", keel_last_error());
+    void *q = NULL;
+    KT_OK(keel_malloc(dev, 64, &q));
+    KT_OK(keel_free(q));
+    ck_assert_msg(keel_last_status() == KEEL_ERROR_INVALID_ARGUMENT && strcmp(keel_last_error(), before) == 0,
+                  "%sa successful keel_free changed the last error to %s: %s", kt_where(),
+                  keel_status_name(keel_last_status()), keel_last_error());
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free((char *)p + 8));
+    KT_DETAIL_HAS("keel_free:");
+    KT_DETAIL_HAS("not its start");
+    int x = 0;
+    char want[64];
+    snprintf(want, sizeof(want), "%p", (void *)&x);
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free_async(&x, s));
+    KT_DETAIL_HAS("keel_free_async:");
+    KT_DETAIL_HAS(want);
+    ck_assert_msg(strstr(keel_last_error(), "not its start") == NULL, "%sstale detail reused: %s", kt_where(),
+                  keel_last_error());
+    KT_OK(keel_free(p));
+}
+
+/* Stream-ordered allocation is not captured: refused while capturing, like
+ * the stream-ordered free, and the capture goes on. */
+KT_DEVICE_TEST(stream_ordered_alloc_is_refused_while_capturing)
+{
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    if (keel_stream_begin_capture(s) != KEEL_OK) { /* a backend without graphs */
+        KT_OK(keel_stream_destroy(s));
+        return;
+    }
+    void *p = KT_SENTINEL;
+    KT_FAIL(KEEL_ERROR_BUSY, keel_malloc_async(s, 1024, &p));
+    ck_assert_msg(p == KT_SENTINEL, "%sa refused keel_malloc_async wrote its out-pointer", kt_where());
+    keel_graph_t *g = NULL;
+    KT_OK(keel_stream_end_capture(s, &g));
+    KT_OK(keel_graph_destroy(g));
+    KT_OK(keel_stream_destroy(s));
+}
+
+/* A peer copy is enqueued on a stream of one of its two devices; a third
+ * device's stream is refused. */
+KT_DEVICE_TEST(peer_copy_on_a_third_devices_stream_is_refused)
+{
+    keel_backend_t *b = NULL;
+    KT_OK(keel_device_get_backend(dev, &b));
+    keel_backend_info_t info = {.struct_size = sizeof(info)};
+    KT_OK(keel_backend_get_info(b, &info));
+    if (info.device_count < 3)
+        return;
+    keel_device_t *d1 = NULL, *d2 = NULL, *d3 = NULL;
+    KT_OK(keel_backend_get_device(b, 0, &d1));
+    KT_OK(keel_backend_get_device(b, 1, &d2));
+    KT_OK(keel_backend_get_device(b, 2, &d3));
+    void *a = NULL, *c = NULL;
+    keel_stream_t *s3 = NULL;
+    KT_OK(keel_malloc(d1, 64, &a));
+    KT_OK(keel_malloc(d2, 64, &c));
+    KT_OK(keel_device_default_stream(d3, &s3));
+    KT_FAIL(KEEL_ERROR_DEVICE_MISMATCH, keel_memcpy_async(c, a, 64, s3));
+    KT_DETAIL_HAS(keel_device_name(d3));
+    KT_OK(keel_free(a));
+    KT_OK(keel_free(c));
+}
+
 /* Device memory of two plugin backends cannot meet in one copy; the CPU
  * backend's memory is host memory to any other backend, so copies with it
  * work (test-loader covers two plugins). A stream of one backend never
@@ -472,6 +548,9 @@ static Suite *suite(void)
     kt_add_device_test(tc, free_waits_for_queued_work_on_the_memory);
     kt_add_device_test(tc, copies_between_devices_of_one_backend);
     kt_add_device_test(tc, memory_of_different_backends);
+    kt_add_device_test(tc, free_messages_name_their_own_call);
+    kt_add_device_test(tc, stream_ordered_alloc_is_refused_while_capturing);
+    kt_add_device_test(tc, peer_copy_on_a_third_devices_stream_is_refused);
     suite_add_tcase(s, tc);
     return s;
 }
