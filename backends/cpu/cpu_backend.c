@@ -229,6 +229,7 @@ static keel_status_t cpu_device_open(void *backend_ctx, int index, void **device
     d->index = index;
     atomic_init(&d->used, 0);
     pthread_mutex_init(&d->lock, NULL);
+    pthread_cond_init(&d->sync_cv, NULL);
     keel__cpu_pool_init(&d->pool, b->threads, b->cores);
     *device_ctx = d;
     return KEEL_OK;
@@ -248,6 +249,7 @@ static void cpu_device_close(void *device_ctx)
         keel__cpu_stream_destroy_now(s);
     }
     keel__cpu_pool_fini(&d->pool);
+    pthread_cond_destroy(&d->sync_cv);
     pthread_mutex_destroy(&d->lock);
     free(d);
 }
@@ -313,18 +315,38 @@ static keel_status_t cpu_device_memory_info(void *device_ctx, size_t *free_bytes
     return KEEL_OK;
 }
 
-/* Waits for what each stream had been given when the call began; the device
- * lock keeps streams from being destroyed under us. Workers never take the
- * device lock, so this cannot deadlock with them. */
+/* Waits for what each stream existing when the call began had been given.
+ * The device lock is not held while waiting: a host function may create or
+ * destroy streams meanwhile. The stream waited on is pinned by sync_refs, so
+ * destroy keeps it until the wait ends; only that one, so a host function of
+ * it that destroys another stream does not wait for us. Stream ids grow, so
+ * "the largest id below the last one" walks each stream once, skips those
+ * destroyed meanwhile and leaves out those created after the call began. */
 static keel_status_t cpu_device_synchronize(void *device_ctx)
 {
     cpu_device_t *d = device_ctx;
     keel_status_t first = KEEL_OK;
+    if (keel__cpu_tls_stream && keel__cpu_tls_stream->dev == d)
+        return CPU_ERR(KEEL_ERROR_BUSY, "keel_device_synchronize: cpu:%d: called from a host function of one of the "
+                       "device's streams (it would wait for itself)", d->index);
     pthread_mutex_lock(&d->lock);
-    for (cpu_stream_t *s = d->streams; s; s = s->next) {
+    int bound = d->next_stream_id;
+    for (;;) {
+        cpu_stream_t *s = NULL;
+        for (cpu_stream_t *t = d->streams; t; t = t->next)
+            if (t->id < bound && (!s || t->id > s->id))
+                s = t;
+        if (!s)
+            break;
+        bound = s->id;
+        s->sync_refs++;
+        pthread_mutex_unlock(&d->lock);
         keel_status_t st = keel__cpu_stream_sync(s);
         if (st != KEEL_OK && first == KEEL_OK)
             first = st;
+        pthread_mutex_lock(&d->lock);
+        if (--s->sync_refs == 0)
+            pthread_cond_broadcast(&d->sync_cv);
     }
     pthread_mutex_unlock(&d->lock);
     return first;

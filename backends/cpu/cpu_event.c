@@ -2,9 +2,10 @@
  * stream reaches it, marks its generation complete and stamps the time.
  * Synchronize, query and stream waits look at the generation that was last
  * recorded when they were called, so re-recording moves the marker as on a
- * GPU. Commands hold references, so destroying an event with work pending on
+ * GPU; each waits for that generation itself, not for any later one. Commands hold references, so destroying an event with work pending on
  * it is safe. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
 
@@ -18,13 +19,78 @@ void keel__cpu_event_unref(cpu_event_t *e)
     if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1) {
         pthread_cond_destroy(&e->cv);
         pthread_mutex_destroy(&e->lock);
+        free(e->late);
         free(e);
     }
 }
 
+/* Event lock held: room in 'late' for every generation not yet done, the
+ * reserved ones and 'more' new ones. */
+static int cpu_event_room_locked(cpu_event_t *e, size_t more)
+{
+    size_t need = (size_t)(e->recorded - e->contig_done) + e->reserved + more;
+    if (need <= e->late_cap)
+        return 0;
+    size_t cap = e->late_cap ? e->late_cap : 4;
+    while (cap < need)
+        cap *= 2;
+    uint64_t *nl = realloc(e->late, cap * sizeof *nl);
+    if (!nl)
+        return -1;
+    e->late = nl;
+    e->late_cap = cap;
+    return 0;
+}
+
+/* Event lock held. Generation 0 stands for "never recorded": done. */
+static int cpu_event_done_locked(const cpu_event_t *e, uint64_t gen)
+{
+    if (gen <= e->contig_done)
+        return 1;
+    size_t lo = 0, hi = e->nlate;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (e->late[mid] == gen)
+            return 1;
+        if (e->late[mid] < gen)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}
+
 uint64_t keel__cpu_event_next_gen(cpu_event_t *e)
 {
+    uint64_t gen = 0;
     pthread_mutex_lock(&e->lock);
+    if (cpu_event_room_locked(e, 1) == 0)
+        gen = ++e->recorded;
+    pthread_mutex_unlock(&e->lock);
+    return gen;
+}
+
+int keel__cpu_event_reserve(cpu_event_t *e)
+{
+    pthread_mutex_lock(&e->lock);
+    int rc = cpu_event_room_locked(e, 1);
+    if (rc == 0)
+        e->reserved++;
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+void keel__cpu_event_unreserve(cpu_event_t *e)
+{
+    pthread_mutex_lock(&e->lock);
+    e->reserved--;
+    pthread_mutex_unlock(&e->lock);
+}
+
+uint64_t keel__cpu_event_next_gen_reserved(cpu_event_t *e)
+{
+    pthread_mutex_lock(&e->lock);
+    e->reserved--;
     uint64_t gen = ++e->recorded;
     pthread_mutex_unlock(&e->lock);
     return gen;
@@ -43,20 +109,39 @@ void keel__cpu_event_complete(cpu_event_t *e, uint64_t gen)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     pthread_mutex_lock(&e->lock);
+    if (gen == e->contig_done + 1) {
+        e->contig_done = gen;
+        size_t k = 0;
+        while (k < e->nlate && e->late[k] == e->contig_done + 1)
+            e->contig_done = e->late[k++];
+        if (k) {
+            memmove(e->late, e->late + k, (e->nlate - k) * sizeof *e->late);
+            e->nlate -= k;
+        }
+    } else if (gen > e->contig_done && !cpu_event_done_locked(e, gen)) {
+        /* Room is guaranteed: see cpu_event_room_locked. */
+        size_t i = e->nlate;
+        while (i > 0 && e->late[i - 1] > gen) {
+            e->late[i] = e->late[i - 1];
+            i--;
+        }
+        e->late[i] = gen;
+        e->nlate++;
+    }
     /* A record of an older generation finishing late (re-recorded on another
      * stream) must not move the timestamp backwards. */
-    if (gen > e->completed) {
-        e->completed = gen;
+    if (gen > e->max_done) {
+        e->max_done = gen;
         e->done_at = now;
-        pthread_cond_broadcast(&e->cv);
     }
+    pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->lock);
 }
 
 void keel__cpu_event_wait_gen(cpu_event_t *e, uint64_t gen)
 {
     pthread_mutex_lock(&e->lock);
-    while (e->completed < gen)
+    while (!cpu_event_done_locked(e, gen))
         pthread_cond_wait(&e->cv, &e->lock);
     pthread_mutex_unlock(&e->lock);
 }
@@ -97,6 +182,11 @@ static keel_status_t cpu_event_record(void *event_ctx, void *stream_ctx)
     /* A captured record takes its generation when the graph is launched. The
      * stream lock keeps generations in queue order for this stream. */
     c->u.ev.gen = s->capture ? 0 : keel__cpu_event_next_gen(e);
+    if (!s->capture && c->u.ev.gen == 0) {
+        keel__cpu_cmd_cancel(s, c);
+        keel__cpu_event_unref(e);
+        return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "keel_event_record: cpu:%d: out of memory", s->dev->index);
+    }
     keel__cpu_cmd_commit(s, c);
     return KEEL_OK;
 }
@@ -106,7 +196,7 @@ static keel_status_t cpu_event_synchronize(void *event_ctx)
     cpu_event_t *e = event_ctx;
     pthread_mutex_lock(&e->lock);
     uint64_t gen = e->recorded;
-    while (e->completed < gen)
+    while (!cpu_event_done_locked(e, gen))
         pthread_cond_wait(&e->cv, &e->lock);
     pthread_mutex_unlock(&e->lock);
     return KEEL_OK;
@@ -116,7 +206,7 @@ static keel_status_t cpu_event_query(void *event_ctx)
 {
     cpu_event_t *e = event_ctx;
     pthread_mutex_lock(&e->lock);
-    int done = e->completed >= e->recorded;
+    int done = cpu_event_done_locked(e, e->recorded);
     pthread_mutex_unlock(&e->lock);
     return done ? KEEL_OK : KEEL_ERROR_NOT_READY;
 }
@@ -131,7 +221,7 @@ static keel_status_t cpu_event_stamp(cpu_event_t *e, const char *which, struct t
                      "keel_event_elapsed_time: the %s event was created with KEEL_EVENT_DISABLE_TIMING", which);
     else if (e->recorded == 0)
         st = CPU_ERR(KEEL_ERROR_INVALID_ARGUMENT, "keel_event_elapsed_time: the %s event was never recorded", which);
-    else if (e->completed < e->recorded)
+    else if (!cpu_event_done_locked(e, e->recorded))
         st = KEEL_ERROR_NOT_READY;
     else
         *t = e->done_at;

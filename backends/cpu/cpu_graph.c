@@ -79,9 +79,20 @@ static keel_status_t cpu_graph_launch(void *exec_ctx, void *stream_ctx)
     cpu_cmd_t *head = NULL, *tail = NULL;
     for (const cpu_cmd_t *c = x->head; c; c = c->next) {
         cpu_cmd_t *n = keel__cpu_cmd_get(s, c->data_size);
+        /* A record's generation must be tracked until it is done: promise the
+         * room now, so that taking generations below cannot fail. Every
+         * record promises, capturing or not: a capture may begin or end
+         * while keel__cpu_cmd_get waits for room in the queue. */
+        if (n && c->type == CPU_CMD_RECORD && keel__cpu_event_reserve(c->u.ev.event) != 0) {
+            n->next = s->free_list;
+            s->free_list = n;
+            n = NULL;
+        }
         if (!n) {
             while (head) {
                 cpu_cmd_t *next = head->next;
+                if (head->type == CPU_CMD_RECORD)
+                    keel__cpu_event_unreserve(head->u.ev.event);
                 head->next = s->free_list;
                 s->free_list = head;
                 head = next;
@@ -104,10 +115,12 @@ static keel_status_t cpu_graph_launch(void *exec_ctx, void *stream_ctx)
         if (n->type == CPU_CMD_RECORD || n->type == CPU_CMD_WAIT) {
             cpu_event_t *e = n->u.ev.event;
             keel__cpu_event_ref(e);
-            if (s->capture)
+            if (s->capture) {
                 n->u.ev.gen = 0;   /* launched into another capture: resolved at that graph's launch */
-            else if (n->type == CPU_CMD_RECORD)
-                n->u.ev.gen = keel__cpu_event_next_gen(e);
+                if (n->type == CPU_CMD_RECORD)
+                    keel__cpu_event_unreserve(e);
+            } else if (n->type == CPU_CMD_RECORD)
+                n->u.ev.gen = keel__cpu_event_next_gen_reserved(e);
             else
                 n->u.ev.gen = keel__cpu_event_current_gen(e);
         }

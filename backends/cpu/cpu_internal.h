@@ -83,8 +83,9 @@ typedef struct cpu_device {
     cpu_backend_t *backend;
     int index;
     atomic_size_t used;           /* bytes allocated, counted against backend->mem_cap */
-    pthread_mutex_t lock;         /* the stream list */
-    struct cpu_stream *streams;
+    pthread_mutex_t lock;         /* the stream list, and each stream's sync_refs */
+    pthread_cond_t sync_cv;       /* a stream's sync_refs went down */
+    struct cpu_stream *streams;   /* newest first */
     int next_stream_id;
     cpu_pool_t pool;
 } cpu_device_t;
@@ -180,6 +181,9 @@ typedef struct cpu_stream {
     keel_status_t async_status;   /* first failure of a command, reported by synchronize */
     char async_msg[256];
     struct cpu_stream *prev, *next;   /* device's list (device lock) */
+    /* Device synchronizers waiting on this stream without the device lock
+     * (device lock): destroy waits for them to leave before freeing. */
+    int sync_refs;
 } cpu_stream_t;
 
 typedef struct cpu_event {
@@ -188,8 +192,17 @@ typedef struct cpu_event {
     pthread_mutex_t lock;
     pthread_cond_t cv;
     uint64_t recorded;        /* generation of the last record */
-    uint64_t completed;       /* highest generation done */
-    struct timespec done_at;  /* CLOCK_MONOTONIC when 'completed' was reached */
+    /* Records of one event on several streams complete in any order, and a
+     * wait is for one generation, not for the highest: the done generations
+     * are every one up to contig_done, plus those in 'late' (sorted, all
+     * above contig_done + 1). 'late' always has room for every generation
+     * taken or reserved but not yet done, so completing never allocates. */
+    uint64_t contig_done;
+    uint64_t *late;
+    size_t nlate, late_cap;
+    size_t reserved;          /* generations promised to graph launches not yet taken */
+    uint64_t max_done;        /* highest generation done */
+    struct timespec done_at;  /* CLOCK_MONOTONIC when max_done was reached */
 } cpu_event_t;
 
 typedef struct cpu_kernel {
@@ -211,6 +224,9 @@ typedef struct cpu_module {
  * thread, so parallel_for knows its pool. */
 extern KEEL_HIDDEN _Thread_local cpu_device_t *keel__cpu_tls_device;
 extern KEEL_HIDDEN _Thread_local int keel__cpu_tls_pool_worker;
+/* The stream whose worker is the calling thread, else NULL: a host function
+ * that synchronizes or destroys its own stream would wait for itself. */
+extern KEEL_HIDDEN _Thread_local cpu_stream_t *keel__cpu_tls_stream;
 
 /* ---- cpu_backend.c ---- */
 KEEL_HIDDEN extern const keel_device_vtable_t keel__cpu_device_vtable;
@@ -260,8 +276,14 @@ KEEL_HIDDEN void keel__cpu_stream_fail(cpu_stream_t *s, keel_status_t status, co
 KEEL_HIDDEN extern const keel_event_vtable_t keel__cpu_event_vtable;
 KEEL_HIDDEN void keel__cpu_event_ref(cpu_event_t *e);
 KEEL_HIDDEN void keel__cpu_event_unref(cpu_event_t *e);
-/* A new generation for a record (event lock taken inside). */
+/* A new generation for a record (event lock taken inside); 0 when there is
+ * no memory to track it. */
 KEEL_HIDDEN uint64_t keel__cpu_event_next_gen(cpu_event_t *e);
+/* Promises one later keel__cpu_event_next_gen_reserved (-1: out of memory);
+ * unreserve gives an unused promise back. */
+KEEL_HIDDEN int keel__cpu_event_reserve(cpu_event_t *e);
+KEEL_HIDDEN void keel__cpu_event_unreserve(cpu_event_t *e);
+KEEL_HIDDEN uint64_t keel__cpu_event_next_gen_reserved(cpu_event_t *e);
 KEEL_HIDDEN uint64_t keel__cpu_event_current_gen(cpu_event_t *e);
 KEEL_HIDDEN void keel__cpu_event_complete(cpu_event_t *e, uint64_t gen);
 KEEL_HIDDEN void keel__cpu_event_wait_gen(cpu_event_t *e, uint64_t gen);

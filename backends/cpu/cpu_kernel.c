@@ -158,11 +158,16 @@ static keel_status_t cpu_kernel_launch(void *kernel_ctx, keel_dim3_t grid, keel_
                        "(2147483647 x 65535 x 65535)",
                        k->name, grid.x, grid.y, grid.z);
     size_t limit = atomic_load_explicit(&k->max_dyn_shared, memory_order_relaxed);
-    if (shared_bytes > limit)
+    if (shared_bytes > limit && limit < KEEL_CPU_MAX_DYN_SHARED && shared_bytes <= KEEL_CPU_MAX_DYN_SHARED)
         return CPU_ERR(KEEL_ERROR_INVALID_ARGUMENT,
                        "keel_launch_kernel: kernel '%s' asks for %zu bytes of dynamic shared memory; its limit is %zu "
-                       "(raise it with keel_kernel_set_max_dynamic_shared)",
-                       k->name, shared_bytes, limit);
+                       "(raise it up to %u with keel_kernel_set_max_dynamic_shared)",
+                       k->name, shared_bytes, limit, KEEL_CPU_MAX_DYN_SHARED);
+    if (shared_bytes > limit)
+        return CPU_ERR(KEEL_ERROR_INVALID_ARGUMENT,
+                       "keel_launch_kernel: kernel '%s' asks for %zu bytes of dynamic shared memory; the device's "
+                       "maximum is %u (the kernel's limit is %zu)",
+                       k->name, shared_bytes, KEEL_CPU_MAX_DYN_SHARED, limit);
     if (nargs && !args)
         return CPU_ERR(KEEL_ERROR_INVALID_ARGUMENT, "keel_launch_kernel: kernel '%s' takes %u arguments but args is NULL",
                        k->name, nargs);
@@ -275,9 +280,10 @@ static keel_status_t cpu_kernel_get_attribute(void *kernel_ctx, keel_kernel_attr
     return CPU_ERR(KEEL_ERROR_INVALID_ARGUMENT, "keel_kernel_get_attribute: unknown attribute %d", (int)attr);
 }
 
-/* A block's shared memory is host memory of the executing thread, so the
- * limit can go well past a GPU's; it stays bounded because every pool thread
- * keeps a buffer of that size. */
+/* The limit can be set anywhere up to the device's shared_memory_per_block
+ * (KEEL_CPU_MAX_DYN_SHARED, also the default), as on a GPU. Though a block's
+ * shared memory is host memory of the executing thread, every pool thread
+ * keeps a buffer of that size, so it stays bounded. */
 static keel_status_t cpu_kernel_set_max_dynamic_shared(void *kernel_ctx, size_t bytes)
 {
     cpu_kernel_t *k = kernel_ctx;

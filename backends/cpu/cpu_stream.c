@@ -10,6 +10,8 @@
 #include "backends/cpu/cpu_enqueue.h"
 #include "backends/cpu/cpu_internal.h"
 
+_Thread_local cpu_stream_t *keel__cpu_tls_stream;
+
 /* ---- records ---- */
 
 int keel__cpu_cmd_reserve(cpu_cmd_t *c, size_t data_bytes)
@@ -203,6 +205,7 @@ static void *cpu_stream_main(void *p)
     cpu_stream_t *s = p;
     keel__cpu_tls_device = s->dev;
     keel__cpu_tls_pool_worker = 0;
+    keel__cpu_tls_stream = s;
     pthread_mutex_lock(&s->lock);
     for (;;) {
         /* An inline run moves submitted without queueing anything: spin on
@@ -317,6 +320,10 @@ void keel__cpu_stream_destroy_now(cpu_stream_t *s)
         d->streams = s->next;
     if (s->next)
         s->next->prev = s->prev;
+    /* A device synchronize may be waiting on this stream without the device
+     * lock; it only waits for work already queued, which the worker runs. */
+    while (s->sync_refs != 0)
+        pthread_cond_wait(&d->sync_cv, &d->lock);
     pthread_mutex_unlock(&d->lock);
 
     pthread_mutex_lock(&s->lock);
@@ -338,15 +345,24 @@ void keel__cpu_stream_destroy_now(cpu_stream_t *s)
     free(s);
 }
 
+/* The worker cannot join itself: a host function that destroys its own
+ * stream is refused, and the stream stays whole. */
 static keel_status_t cpu_stream_destroy(void *stream_ctx)
 {
-    keel__cpu_stream_destroy_now(stream_ctx);
+    cpu_stream_t *s = stream_ctx;
+    if (keel__cpu_tls_stream == s)
+        return CPU_ERR(KEEL_ERROR_BUSY, "keel_stream_destroy: called from a host function of this stream");
+    keel__cpu_stream_destroy_now(s);
     return KEEL_OK;
 }
 
 static keel_status_t cpu_stream_synchronize(void *stream_ctx)
 {
-    return keel__cpu_stream_sync(stream_ctx);
+    cpu_stream_t *s = stream_ctx;
+    if (keel__cpu_tls_stream == s)
+        return CPU_ERR(KEEL_ERROR_BUSY,
+                       "keel_stream_synchronize: called from a host function of this stream (it would wait for itself)");
+    return keel__cpu_stream_sync(s);
 }
 
 static keel_status_t cpu_stream_query(void *stream_ctx)
