@@ -43,7 +43,8 @@ KEEL_API keel_status_t keel_stream_create(keel_device_t *device, unsigned flags,
 /**
  * @brief Destroy a stream. Work already enqueued still completes; the call
  *        waits for it. The default stream cannot be destroyed
- *        (KEEL_ERROR_INVALID_HANDLE).
+ *        (KEEL_ERROR_INVALID_HANDLE). Called from a host function of the
+ *        same stream it is refused with KEEL_ERROR_BUSY and the stream lives on.
  */
 KEEL_API keel_status_t keel_stream_destroy(keel_stream_t *stream);
 
