@@ -367,6 +367,14 @@ static void print_environment(void)
         printf("  \"environment\": [");
     else
         printf("\nEnvironment (read once, at initialization)\n");
+    int width = 0; /* the longest name, so the columns line up */
+    for (int i = 0;; i++) {
+        const char *name = NULL;
+        if (keel_env_var_get(i, &name, NULL) != KEEL_OK)
+            break;
+        if ((int)strlen(name) > width)
+            width = (int)strlen(name);
+    }
     for (int i = 0;; i++) {
         const char *name = NULL, *desc = NULL;
         if (keel_env_var_get(i, &name, &desc) != KEEL_OK)
@@ -386,7 +394,7 @@ static void print_environment(void)
                 snprintf(shown, sizeof shown, "(unset)");
             else
                 snprintf(shown, sizeof shown, "\"%.58s\"%s", value, strlen(value) > 58 ? "..." : "");
-            printf("  %-22s %-20s %s\n", name, shown, desc ? desc : "");
+            printf("  %-*s %-20s %s\n", width, name, shown, desc ? desc : "");
         }
     }
     if (json_mode)
