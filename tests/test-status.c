@@ -236,6 +236,34 @@ START_TEST(env_var_table_names_every_variable)
 }
 END_TEST
 
+/* A log callback may call Keel: a failing call inside it would log again;
+ * that line is dropped instead of deadlocking on the logger's lock. The
+ * fixture's watchdog turns a deadlock into a failure. */
+static int callback_lines;
+static void calling_callback(keel_log_level_t level, const char *message, void *user)
+{
+    (void)level;
+    (void)message;
+    (void)user;
+    callback_lines++;
+    keel_backend_t *b;
+    keel_backend_find("no_such_backend_inside_callback", &b); /* fails, and logs at debug */
+}
+
+START_TEST(log_callback_may_call_keel)
+{
+    keel_log_level_t old = keel_log_get_level();
+    keel_log_set_callback(calling_callback, NULL);
+    keel_log_set_level(KEEL_LOG_DEBUG);
+    callback_lines = 0;
+    keel_backend_t *b;
+    ck_assert_int_eq(keel_backend_find("no_such_backend_outside", &b), KEEL_ERROR_NOT_FOUND);
+    keel_log_set_level(old);
+    keel_log_set_callback(NULL, NULL);
+    ck_assert_msg(callback_lines == 1, "the callback ran %d times for one failing call", callback_lines);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("status");
@@ -250,6 +278,7 @@ static Suite *suite(void)
     tcase_add_test(tc, init_from_many_threads_agrees);
     tcase_add_test(tc, log_level_set_get_and_clamp);
     tcase_add_test(tc, env_var_table_names_every_variable);
+    tcase_add_test(tc, log_callback_may_call_keel);
     suite_add_tcase(s, tc);
     return s;
 }
