@@ -138,11 +138,8 @@ keel_status_t keel__device_ready(struct keel_device *dev, const char *fn)
             }
         }
         pthread_mutex_unlock(&dev->open_lock);
-        if (st != KEEL_OK) {
-            char detail[2048];
-            snprintf(detail, sizeof(detail), "%s", keel_last_error());
-            return keel__set_error(st, "%s: cannot open %s: %s", fn, dev->name, detail);
-        }
+        if (st != KEEL_OK)
+            return keel__prefix_error(st, "%s: cannot open %s", fn, dev->name);
     }
     return KEEL_OK;
 }

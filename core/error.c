@@ -74,6 +74,17 @@ void keel__restore_error(keel_status_t status, const char *detail)
     tls_status = status;
 }
 
+keel_status_t keel__prefix_error(keel_status_t status, const char *fmt, ...)
+{
+    char prefix[1024], detail[sizeof(tls_detail)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    va_end(ap);
+    snprintf(detail, sizeof(detail), "%s", tls_detail);
+    return keel__set_error(status, "%s: %s", prefix, detail);
+}
+
 const char *keel_last_error(void)
 {
     return tls_detail;

@@ -111,6 +111,10 @@ struct keel_graph_exec {
 /* ---- errors and logging (core/error.c, core/log.c) ---- */
 KEEL_HIDDEN keel_status_t keel__set_error(keel_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Sets the error to "<formatted prefix>: <the detail already set>", e.g. to
+ * say which Keel call a backend's failure belongs to. */
+KEEL_HIDDEN keel_status_t keel__prefix_error(keel_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Puts back a saved error detail without logging it again. */
 KEEL_HIDDEN void keel__restore_error(keel_status_t status, const char *detail);
 KEEL_HIDDEN keel_status_t keel__set_error_v(keel_status_t status, const char *fmt, va_list ap);

@@ -25,12 +25,8 @@ static keel_status_t alloc_kind(keel_device_t *device, size_t bytes, void **ptr,
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: size is 0 bytes", fn);
     void *p = NULL;
     st = device->plugin->memory->alloc(device->ctx, kind, bytes, &p);
-    if (st != KEEL_OK) {
-        char detail[2048];
-        snprintf(detail, sizeof(detail), "%s", keel_last_error());
-        return keel__set_error(st, "%s: %zu bytes of %s memory on %s: %s", fn, bytes, kind_name(kind), device->name,
-                               detail);
-    }
+    if (st != KEEL_OK)
+        return keel__prefix_error(st, "%s: %zu bytes of %s memory on %s", fn, bytes, kind_name(kind), device->name);
     st = keel__registry_add(p, bytes, kind, device, 0);
     if (st != KEEL_OK) {
         device->plugin->memory->free(device->ctx, kind, p);
@@ -68,10 +64,8 @@ static keel_status_t unknown_pointer(const char *fn, const void *ptr)
 /* Prefixes a failure of the backend, met while freeing, with what it means for the block. */
 static keel_status_t not_freed(keel_status_t st, const char *fn, const void *ptr, const struct keel_device *d)
 {
-    char detail[2048];
-    snprintf(detail, sizeof(detail), "%s", keel_last_error());
-    return keel__set_error(st, "%s: %p was not freed (it stays allocated; call again): %s reported: %s", fn, ptr, d->name,
-                           detail);
+    return keel__prefix_error(st, "%s: %p was not freed (it stays allocated; call again): %s reported", fn, ptr,
+                              d->name);
 }
 
 keel_status_t keel_free(void *ptr)
@@ -127,11 +121,8 @@ keel_status_t keel_malloc_async(keel_stream_t *stream, size_t bytes, void **ptr)
     void *p = NULL;
     keel_status_t st = m->alloc_async ? m->alloc_async(stream->ctx, bytes, &p)
                                       : m->alloc(d->ctx, KEEL_MEMORY_DEVICE, bytes, &p);
-    if (st != KEEL_OK) {
-        char detail[2048];
-        snprintf(detail, sizeof(detail), "%s", keel_last_error());
-        return keel__set_error(st, "keel_malloc_async: %zu bytes on %s: %s", bytes, d->name, detail);
-    }
+    if (st != KEEL_OK)
+        return keel__prefix_error(st, "keel_malloc_async: %zu bytes on %s", bytes, d->name);
     st = keel__registry_add(p, bytes, KEEL_MEMORY_DEVICE, d, m->alloc_async != NULL);
     if (st != KEEL_OK) {
         if (m->alloc_async && m->free_async)
