@@ -84,7 +84,6 @@ struct keel_kernel {
     void *ctx;
     struct keel_module *module;   /* NULL for registered CPU kernels */
     char *name;
-    void *hh_next;                /* module's kernel list */
 };
 
 struct keel_module {
