@@ -65,7 +65,6 @@ struct keel_stream {
     uint32_t magic;
     struct keel_device *device;
     void *ctx;
-    unsigned flags;
     int priority;
     int is_default;
     atomic_int capturing;

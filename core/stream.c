@@ -33,7 +33,6 @@ keel_status_t keel_stream_create(keel_device_t *device, unsigned flags, int prio
     }
     s->device = device;
     s->ctx = ctx;
-    s->flags = flags;
     s->priority = priority;
     *stream = s;
     return KEEL_OK;
