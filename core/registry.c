@@ -9,8 +9,18 @@
  * needs the tree, so a steady allocate/free loop (keel_malloc_async +
  * keel_free_async) never touches it. Nodes are recycled through a free list. */
 #include <search.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Keys are addresses: one multiply mixes their bits into the high half,
+ * which the fold brings down to the low bits uthash takes its bucket from.
+ * (uthash's default, Jenkins' hash, costs several times more per lookup.) */
+#define HASH_FUNCTION(keyptr, keylen, hashv)                                                      \
+    do {                                                                                           \
+        uint64_t keel_h_ = (uint64_t)*(const uintptr_t *)(keyptr) * UINT64_C(0x9E3779B97F4A7C15); \
+        (hashv) = (unsigned)(keel_h_ >> 32) ^ (unsigned)keel_h_;                                   \
+    } while (0)
 #include <uthash.h>
 #include "core/internal.h"
 
@@ -32,6 +42,14 @@ static node_t *spare;   /* recycled nodes */
  * read at: while it has not moved, they are still exactly what the registry
  * holds, and a lookup of a pointer inside them needs no lock. */
 static atomic_ulong generation = 1;
+
+/* Under the lock: a plain store suffices (writers are serialized), and it
+ * costs no locked instruction on the allocate/free path. */
+static void bump_generation(void)
+{
+    atomic_store_explicit(&generation, atomic_load_explicit(&generation, memory_order_relaxed) + 1,
+                          memory_order_release);
+}
 static _Thread_local struct {
     unsigned long generation;
     keel__alloc_t a[2];
@@ -111,7 +129,7 @@ keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kin
         pending->prev = n;
     pending = n;
     HASH_ADD(hh, table, a.base, sizeof(key), n);
-    atomic_fetch_add_explicit(&generation, 1, memory_order_release);
+    bump_generation();
     pthread_mutex_unlock(&lock);
     return KEEL_OK;
 }
@@ -144,7 +162,7 @@ keel_status_t keel__registry_remove(void *base, keel__alloc_t *out)
         if (out)
             *out = n->a;
         release(n);
-        atomic_fetch_add_explicit(&generation, 1, memory_order_release);
+        bump_generation();
         pthread_mutex_unlock(&lock);
         return KEEL_OK;
     }

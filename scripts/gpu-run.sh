@@ -8,7 +8,7 @@
 #                                       the GPU machine lacks into build-gpu/.gpu-lib/.
 #   scripts/gpu-run.sh run [WHAT...]    on the GPU machine, from the checkout root,
 #                                       with build-gpu/ carried there. WHAT is any of
-#                                       info tests bench sanitize (default: all).
+#                                       info tests bench torch sanitize (default: all).
 #                                       No make: the real binaries are run from
 #                                       .libs/ with LD_LIBRARY_PATH. Logs go to
 #                                       $OUT (or ./gpu-out), at most 8 files.
@@ -168,6 +168,18 @@ bench_one() {
     cat "$out"
 }
 
+# Keel's ops against PyTorch eager in one process (torch is on the GPU machine).
+run_torch() {
+    out=$OUTDIR/torch-ops.txt
+    py=$(command -v python3)
+    "$py" -c 'import torch' 2>/dev/null || { note "torch: python3 has no torch"; return; }
+    echo "\$ KEEL_BACKEND=cuda python3 kernels/bench/torch_ops.py --lib build-gpu/.libs/libkeel.so" >"$out"
+    KEEL_BACKEND=cuda PYTHONUNBUFFERED=1 timeout "${TORCH_BUDGET:-120}" "$py" "$ROOT/kernels/bench/torch_ops.py" \
+        --lib "$BUILD/.libs/libkeel.so" ${TORCH_ARGS:-} >>"$out" 2>&1
+    note "torch: rc=$?"
+    cat "$out"
+}
+
 run_sanitize() {
     cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
     [ -n "$cs" ] || { note "sanitize: compute-sanitizer not found"; return; }
@@ -203,12 +215,13 @@ run)
     shift
     setup_env
     : >"$SUMMARY"
-    [ $# -gt 0 ] || set -- info tests bench sanitize
+    [ $# -gt 0 ] || set -- info tests bench torch sanitize
     for what in "$@"; do
         case $what in
         info) run_info ;;
         tests) run_tests ;;
         bench) run_bench ;;
+        torch) run_torch ;;
         sanitize) run_sanitize ;;
         *) echo "unknown: $what" >&2 ;;
         esac
@@ -217,7 +230,7 @@ run)
     cat "$SUMMARY"
     ;;
 *)
-    echo "usage: $0 prepare | run [info] [tests] [bench] [sanitize]" >&2
+    echo "usage: $0 prepare | run [info] [tests] [bench] [torch] [sanitize]" >&2
     exit 2
     ;;
 esac
