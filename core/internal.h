@@ -147,6 +147,11 @@ KEEL_HIDDEN keel_status_t keel__registry_add(void *base, size_t size, keel_memor
 KEEL_HIDDEN keel_status_t keel__registry_remove(void *base, keel__alloc_t *out);
 /* Finds the allocation holding ptr; returns 1 and fills out, else 0. */
 KEEL_HIDDEN int keel__registry_find(const void *ptr, keel__alloc_t *out);
+/* As keel__registry_find, but returns the calling thread's cached copy of
+ * the allocation (NULL if none), valid until this thread's next registry
+ * call: the validation fast path of the built-in operations reads it in
+ * place. */
+KEEL_HIDDEN const keel__alloc_t *keel__registry_lookup(const void *ptr);
 
 /* ---- the built-in CPU backend (backends/cpu) ---- */
 KEEL_HIDDEN const keel_backend_plugin_t *keel__cpu_backend_init(const keel_host_api_t *host);

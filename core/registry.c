@@ -38,7 +38,7 @@ static node_t *pending; /* allocations not yet in the tree */
 static node_t *spare;   /* recycled nodes */
 
 /* Every add and remove bumps the generation (under the lock). A thread keeps
- * the last two allocations it found, tagged with the generation they were
+ * the last four allocations it found, tagged with the generation they were
  * read at: while it has not moved, they are still exactly what the registry
  * holds, and a lookup of a pointer inside them needs no lock. */
 static atomic_ulong generation = 1;
@@ -50,10 +50,18 @@ static void bump_generation(void)
     atomic_store_explicit(&generation, atomic_load_explicit(&generation, memory_order_relaxed) + 1,
                           memory_order_release);
 }
-static _Thread_local struct {
+/* Four entries: an operation names up to four buffers (a, b and y of a
+ * binary op; x, y, gamma and beta of a layer norm), and a call with three
+ * distinct buffers would otherwise evict on every lookup and take the lock
+ * each time. initial-exec: the hot lookup reads the cache at a fixed offset
+ * from the thread pointer instead of calling __tls_get_addr (a shared
+ * library's default); it takes a few hundred bytes of the static TLS that
+ * glibc reserves for libraries opened with dlopen. */
+#define CACHE_WAYS 4
+static _Thread_local __attribute__((tls_model("initial-exec"))) struct {
     unsigned long generation;
-    keel__alloc_t a[2];
-    int next;
+    unsigned next;
+    keel__alloc_t a[CACHE_WAYS];
 } cache;
 
 /* Orders by base; a probe of size 0 matches the allocation that contains it. */
@@ -177,32 +185,51 @@ keel_status_t keel__registry_remove(void *base, keel__alloc_t *out)
     return KEEL_ERROR_INVALID_POINTER; /* the caller words the message */
 }
 
-int keel__registry_find(const void *ptr, keel__alloc_t *out)
+/* The lookup under the lock, and the cache refill: out of line, so the hit
+ * path below is a leaf that saves no registers. Returns the cache entry. */
+static __attribute__((noinline)) const keel__alloc_t *find_locked(uintptr_t key)
 {
-    uintptr_t key = (uintptr_t)ptr;
-    unsigned long g = atomic_load_explicit(&generation, memory_order_acquire);
-    if (cache.generation == g) {
-        for (int i = 0; i < 2; i++) {
-            if (key - cache.a[i].base < cache.a[i].size) {
-                *out = cache.a[i];
-                return 1;
-            }
-        }
-    }
     int oom = 0;
+    keel__alloc_t found;
     pthread_mutex_lock(&lock);
     node_t *n = lookup(key, &oom);
     if (n)
-        *out = n->a;
-    g = atomic_load_explicit(&generation, memory_order_relaxed);
+        found = n->a;
+    unsigned long g = atomic_load_explicit(&generation, memory_order_relaxed);
     pthread_mutex_unlock(&lock);
     if (!n)
-        return 0;
+        return NULL;
     if (cache.generation != g) {
         memset(cache.a, 0, sizeof(cache.a));
         cache.generation = g;
     }
-    cache.a[cache.next] = *out;
-    cache.next ^= 1;
+    keel__alloc_t *e = &cache.a[cache.next];
+    *e = found;
+    cache.next = (cache.next + 1) % CACHE_WAYS;
+    return e;
+}
+
+/* The entry is the thread's own copy, so the caller reads it in place: no
+ * copy out, whose wide stores the caller's narrow loads right after could
+ * not forward from (a stall that cost more than the lookup). */
+const keel__alloc_t *keel__registry_lookup(const void *ptr)
+{
+    uintptr_t key = (uintptr_t)ptr;
+    unsigned long g = atomic_load_explicit(&generation, memory_order_acquire);
+    if (cache.generation == g) {
+        for (int i = 0; i < CACHE_WAYS; i++) {
+            if (key - cache.a[i].base < cache.a[i].size)
+                return &cache.a[i];
+        }
+    }
+    return find_locked(key);
+}
+
+int keel__registry_find(const void *ptr, keel__alloc_t *out)
+{
+    const keel__alloc_t *a = keel__registry_lookup(ptr);
+    if (!a)
+        return 0;
+    *out = *a;
     return 1;
 }
