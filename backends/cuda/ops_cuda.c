@@ -201,12 +201,17 @@ static keel_status_t gemm_ex(void *ctx, const char *fn, int ta, int tb, size_t m
     return KEEL_OK;
 }
 
+static keel_status_t gemm_lt(void *ctx, const keel_gemm_params_t *p);
+
 static keel_status_t cu_gemm(void *ctx, const keel_gemm_params_t *p)
 {
     if (p->k == 0) /* C = beta C: cuBLAS versions differ on k = 0 */
         return launched(keel__gpu_scale(on_device(ctx), (int)p->c_type, p->m, p->n, p->c, p->ldc, p->batch_count,
                                         p->stride_c, p->beta),
                         "keel_gemm");
+    keel_status_t st = gemm_lt(ctx, p);
+    if (st != KEEL_ERROR_NOT_SUPPORTED)
+        return st;
     return gemm_ex(ctx, "keel_gemm", p->transa == KEEL_TRANS, p->transb == KEEL_TRANS, p->m, p->n, p->k, p->alpha,
                    p->a, p->a_type, p->lda, p->b, p->ldb, p->beta, p->c, p->c_type, p->ldc, p->compute,
                    p->batch_count, p->stride_a, p->stride_b, p->stride_c);
@@ -248,9 +253,13 @@ static keel_status_t cu_gemv(void *ctx, const keel_gemv_args_t *g)
 /* dense: cuBLASLt epilogues, per-shape cache                                */
 /* ======================================================================== */
 
+/* One key type for both users of the plan cache: dense (op 0; w, x, y)
+ * and GEMM (op 1; w = A, x = B, y = C, transx, the C type, the batch and the
+ * alignment class of the pointers). Keys are zeroed before they are filled. */
 typedef struct {
     int device, dtype, compute, act, has_bias, transw, row_major;
-    uint64_t m, n, k, ldw, ldx, ldy;
+    int op, transx, ctype, align;
+    uint64_t m, n, k, ldw, ldx, ldy, batch, sw, sx, sy;
 } lt_key_t;
 
 typedef struct {
@@ -266,12 +275,19 @@ typedef struct {
 static _Atomic(lt_entry_t *) lt_table[LT_SLOTS];
 static pthread_mutex_t lt_insert_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* FNV-1a over the key's 8-byte words (the key is zeroed, padding included,
+ * and a multiple of 8 bytes): a lookup is on every call's path. */
 static uint64_t lt_hash(const lt_key_t *k)
 {
+    _Static_assert(sizeof(lt_key_t) % 8 == 0, "lt_key_t is hashed by 8-byte words");
     const unsigned char *p = (const unsigned char *)k;
     uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof *k; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
+    for (size_t i = 0; i < sizeof *k; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 1099511628211ull;
+        h ^= h >> 29;
+    }
     return h;
 }
 
@@ -291,6 +307,8 @@ static void lt_entry_free(lt_entry_t *e)
 
 /* Builds the descriptors and asks the heuristic once. Returns NULL only
  * when host memory ran out; an entry with ok = 0 records "not fusable". */
+static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes);
+
 static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_bytes)
 {
     lt_entry_t *e = calloc(1, sizeof *e);
@@ -298,6 +316,10 @@ static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_
         return NULL;
     e->key = *key;
     pthread_mutex_init(&e->lock, NULL);
+    if (key->op == 1) {
+        lt_build_gemm(e, lt, ws_bytes);
+        return e;
+    }
     keel_dtype_t dt = (keel_dtype_t)key->dtype;
     cudaDataType_t ty = cuda_type(dt);
     cublasComputeType_t cty = compute_type(dt, (keel_compute_t)key->compute);
@@ -385,6 +407,110 @@ static lt_entry_t *lt_lookup(const lt_key_t *key, cublasLtHandle_t lt, size_t ws
 static int aligned16(const void *p)
 {
     return ((uintptr_t)p & 15u) == 0;
+}
+
+/* A GEMM plan: column-major layouts (strided batches when batch > 1), the
+ * heuristic's first algorithm for the pointers' alignment. ok stays 0 when
+ * cuBLASLt has none, and the call goes to cublasGemmEx. */
+static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes)
+{
+    const lt_key_t *key = &e->key;
+    keel_dtype_t at = (keel_dtype_t)key->dtype, ct = (keel_dtype_t)key->ctype;
+    cublasComputeType_t cty = compute_type(at, (keel_compute_t)key->compute);
+    cublasOperation_t ta = key->transw ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transx ? CUBLAS_OP_T : CUBLAS_OP_N;
+    uint64_t ar = key->transw ? key->k : key->m, ac = key->transw ? key->m : key->k;
+    uint64_t br = key->transx ? key->n : key->k, bc = key->transx ? key->k : key->n;
+    int32_t batch = (int32_t)key->batch;
+    int64_t sw = (int64_t)key->sw, sx = (int64_t)key->sx, sy = (int64_t)key->sy;
+    uint32_t align = (uint32_t)key->align;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+#define LT_OK(call) ((call) == CUBLAS_STATUS_SUCCESS)
+    int ok = LT_OK(cublasLtMatmulDescCreate(&e->desc, cty, CUDA_R_32F)) &&
+             LT_OK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) &&
+             LT_OK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)) &&
+             LT_OK(cublasLtMatrixLayoutCreate(&e->la, cuda_type(at), ar, ac, (int64_t)key->ldw)) &&
+             LT_OK(cublasLtMatrixLayoutCreate(&e->lb, cuda_type(at), br, bc, (int64_t)key->ldx)) &&
+             LT_OK(cublasLtMatrixLayoutCreate(&e->lc, cuda_type(ct), key->m, key->n, (int64_t)key->ldy));
+    if (ok && batch > 1)
+        ok = LT_OK(cublasLtMatrixLayoutSetAttribute(e->la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch)) &&
+             LT_OK(cublasLtMatrixLayoutSetAttribute(e->la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sw, sizeof sw)) &&
+             LT_OK(cublasLtMatrixLayoutSetAttribute(e->lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch)) &&
+             LT_OK(cublasLtMatrixLayoutSetAttribute(e->lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sx, sizeof sx)) &&
+             LT_OK(cublasLtMatrixLayoutSetAttribute(e->lc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch)) &&
+             LT_OK(cublasLtMatrixLayoutSetAttribute(e->lc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sy, sizeof sy));
+    ok = ok && LT_OK(cublasLtMatmulPreferenceCreate(&pref)) &&
+         LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                    sizeof ws_bytes)) &&
+         LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align, sizeof align)) &&
+         LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof align)) &&
+         LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align)) &&
+         LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align)) &&
+         LT_OK(cublasLtMatmulAlgoGetHeuristic(lt, e->desc, e->la, e->lb, e->lc, e->lc, pref, 1, &res, &nres)) &&
+         nres > 0 && res.state == CUBLAS_STATUS_SUCCESS;
+#undef LT_OK
+    if (ok) {
+        e->algo = res.algo;
+        e->ok = 1;
+    }
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+}
+
+/* The largest power of two (at most 256) that divides every address. */
+static int alignment_of(const void *a, const void *b, const void *c)
+{
+    uintptr_t v = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | 256u;
+    return (int)(v & (~v + 1));
+}
+
+/* GEMM through a cached cuBLASLt plan: the descriptors, layouts and
+ * algorithm are made once per shape, so a call is one cublasLtMatmul, where
+ * cublasGemmEx runs its heuristic on every call. NOT_SUPPORTED (no error
+ * set): cublasGemmEx instead. */
+static keel_status_t gemm_lt(void *ctx, const keel_gemm_params_t *p)
+{
+    if (p->a_type == KEEL_F64 || p->c_type == KEEL_F64 || p->batch_count > INT32_MAX)
+        return KEEL_ERROR_NOT_SUPPORTED;
+    cublasLtHandle_t lt;
+    void *ws;
+    size_t wsb;
+    keel_status_t st = keel__cuda_cublaslt(ctx, &lt, &ws, &wsb);
+    if (st != KEEL_OK)
+        return st;
+    keel__cuda_stream_t *s = ctx;
+    lt_key_t key;
+    memset(&key, 0, sizeof key);
+    key.op = 1;
+    key.device = s->dev->ordinal;
+    key.dtype = (int)p->a_type;
+    key.ctype = (int)p->c_type;
+    key.compute = p->compute == KEEL_COMPUTE_TF32 && p->a_type == KEEL_F32 ? KEEL_COMPUTE_TF32 : 0;
+    key.transw = p->transa == KEEL_TRANS;
+    key.transx = p->transb == KEEL_TRANS;
+    key.m = p->m, key.n = p->n, key.k = p->k;
+    key.ldw = p->lda, key.ldx = p->ldb, key.ldy = p->ldc;
+    key.batch = p->batch_count;
+    if (p->batch_count > 1)
+        key.sw = p->stride_a, key.sx = p->stride_b, key.sy = p->stride_c;
+    key.align = alignment_of(p->a, p->b, p->c);
+    int owned;
+    lt_entry_t *e = lt_lookup(&key, lt, wsb, &owned);
+    if (!e)
+        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_gemm: no host memory for a cuBLASLt plan");
+    cublasStatus_t cs = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (e->ok) {
+        float fa = (float)p->alpha, fb = (float)p->beta;
+        (void)on_device(ctx);
+        cs = cublasLtMatmul(lt, e->desc, &fa, p->a, e->la, p->b, e->lb, &fb, p->c, e->lc, p->c, e->lc, &e->algo, ws,
+                            wsb, s->stream);
+    }
+    if (owned)
+        lt_entry_free(e);
+    if (cs == CUBLAS_STATUS_NOT_SUPPORTED)
+        return KEEL_ERROR_NOT_SUPPORTED;
+    return cs == CUBLAS_STATUS_SUCCESS ? KEEL_OK : blas_fail(cs, "keel_gemm", "cublasLtMatmul");
 }
 
 /* Returns KEEL_OK when it ran the fused path, NOT_SUPPORTED (without an
