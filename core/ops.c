@@ -36,19 +36,44 @@ const char *keel_dtype_name(keel_dtype_t dtype)
 
 /* ---- helpers ---- */
 
-/* The stream's ops table and the entry wanted, or an error naming the backend. */
-static keel_status_t get_ops(keel_stream_t *stream, const char *fn, const keel_ops_vtable_t **ops)
+/* The error paths below are out of line and marked cold, so the hot path of
+ * every call carries no formatting and keeps its registers. */
+#define COLD __attribute__((cold, noinline))
+#define HOT_INLINE static inline __attribute__((always_inline))
+
+/* keel_dtype_size without the exported symbol's PLT hop. */
+HOT_INLINE size_t dsize(keel_dtype_t dtype)
+{
+    switch (dtype) {
+    case KEEL_F32: return 4;
+    case KEEL_F64: return 8;
+    case KEEL_F16:
+    case KEEL_BF16: return 2;
+    }
+    return 0;
+}
+
+static COLD keel_status_t get_ops_error(keel_stream_t *stream, const char *fn)
 {
     KEEL__CHECK_HANDLE(stream, KEEL__MAGIC_STREAM, fn, "stream");
     const keel_ops_vtable_t *t = stream->device->plugin->ops;
-    if (KEEL__UNLIKELY(t == NULL))
+    if (t == NULL)
         return keel__set_error(KEEL_ERROR_NOT_SUPPORTED, "%s: the %s backend has no built-in operations", fn,
                                stream->device->backend->name);
-    if (KEEL__UNLIKELY(t->abi_version != KEEL_OPS_ABI_VERSION))
-        return keel__set_error(KEEL_ERROR_ABI_MISMATCH,
-                               "%s: the %s backend's operations table has ABI version %u, this Keel expects %d", fn,
-                               stream->device->backend->name, t->abi_version, KEEL_OPS_ABI_VERSION);
+    return keel__set_error(KEEL_ERROR_ABI_MISMATCH,
+                           "%s: the %s backend's operations table has ABI version %u, this Keel expects %d", fn,
+                           stream->device->backend->name, t->abi_version, KEEL_OPS_ABI_VERSION);
+}
+
+/* The stream's ops table, or an error naming the backend. */
+HOT_INLINE keel_status_t get_ops(keel_stream_t *stream, const char *fn, const keel_ops_vtable_t **ops)
+{
+    const keel_ops_vtable_t *t = NULL;
+    if (__builtin_expect(stream != NULL && stream->magic == KEEL__MAGIC_STREAM, 1))
+        t = stream->device->plugin->ops;
     *ops = t;
+    if (KEEL__UNLIKELY(t == NULL || t->abi_version != KEEL_OPS_ABI_VERSION))
+        return get_ops_error(stream, fn);
     return KEEL_OK;
 }
 
@@ -56,16 +81,21 @@ static keel_status_t get_ops(keel_stream_t *stream, const char *fn, const keel_o
 #define OPS_ENTRY(t, field)                                                                         \
     ((t)->struct_size >= offsetof(keel_ops_vtable_t, field) + sizeof((t)->field) ? (t)->field : NULL)
 
-static keel_status_t missing(keel_stream_t *stream, const char *fn)
+static COLD keel_status_t missing(keel_stream_t *stream, const char *fn)
 {
     return keel__set_error(KEEL_ERROR_NOT_SUPPORTED, "%s: the %s backend does not implement it", fn,
                            stream->device->backend->name);
 }
 
-static keel_status_t check_dtype(keel_dtype_t dt, const char *fn, const char *what)
+static COLD keel_status_t dtype_error(keel_dtype_t dt, const char *fn, const char *what)
 {
-    if (KEEL__UNLIKELY(keel_dtype_size(dt) == 0))
-        return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: %s %d is not a keel_dtype_t", fn, what, (int)dt);
+    return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: %s %d is not a keel_dtype_t", fn, what, (int)dt);
+}
+
+HOT_INLINE keel_status_t check_dtype(keel_dtype_t dt, const char *fn, const char *what)
+{
+    if (KEEL__UNLIKELY(dsize(dt) == 0))
+        return dtype_error(dt, fn, what);
     return KEEL_OK;
 }
 
@@ -102,49 +132,76 @@ static int batch_span(size_t count, size_t stride, size_t one, size_t *r)
     return mul_ovf(count - 1, stride, &t) || add_ovf(t, one, r);
 }
 
-static keel_status_t overflow(const char *fn, const char *what)
+static COLD keel_status_t overflow(const char *fn, const char *what)
 {
     return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: the extent of %s overflows size_t", fn, what);
 }
 
-/* ptr must lie in an allocation of the stream's device with room for
- * `elems` elements of `dt` from ptr. Nothing is checked for an empty extent. */
-static keel_status_t check_ptr(keel_stream_t *stream, const char *fn, const char *what, const void *ptr,
-                               size_t elems, size_t esize)
+/* The full check of one pointer, with its message: run only once the fast
+ * check below has refused the pointer, so it finds the same fault (or, if
+ * another thread changed the registry in between, what holds now). */
+static COLD keel_status_t check_ptr_slow(keel_stream_t *stream, const char *fn, const char *what, const void *ptr,
+                                         size_t elems, size_t esize)
 {
     size_t bytes;
     keel__alloc_t a;
-    if (elems == 0)
-        return KEEL_OK;
     if (mul_ovf(elems, esize, &bytes))
         return overflow(fn, what);
-    if (KEEL__UNLIKELY(ptr == NULL))
+    if (ptr == NULL)
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, what);
-    if (KEEL__UNLIKELY(!keel__registry_find(ptr, &a)))
+    if (!keel__registry_find(ptr, &a))
         return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%s: %s %p is not memory Keel allocated", fn, what, ptr);
-    if (KEEL__UNLIKELY(a.device != stream->device))
+    if (a.device != stream->device)
         return keel__set_error(KEEL_ERROR_DEVICE_MISMATCH, "%s: %s %p belongs to %s, the stream to %s", fn, what,
                                ptr, a.device ? a.device->name : "the host", stream->device->name);
     size_t off = (uintptr_t)ptr - a.base;
-    if (KEEL__UNLIKELY(bytes > a.size - off))
+    if (bytes > a.size - off)
         return keel__set_error(KEEL_ERROR_OUT_OF_RANGE,
                                "%s: %s %p needs %zu bytes but its allocation of %zu bytes at %p has %zu left", fn,
                                what, ptr, bytes, a.size, (void *)a.base, a.size - off);
-    if (KEEL__UNLIKELY(off % esize != 0))
+    if (off % esize != 0)
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: %s %p is not aligned to its %zu-byte elements", fn,
                                what, ptr, esize);
     return KEEL_OK;
 }
 
+/* ptr must lie in an allocation of the stream's device with room for
+ * `elems` elements of esize bytes from ptr, at a multiple of esize from the
+ * allocation's base. Nothing is checked for an empty extent. esize is a
+ * power of two (a dtype's size, or 8 for int64_t), so the alignment test is
+ * a mask. The registry lookup is served by the thread's cache when the
+ * registry has not changed since this thread last saw the allocation. */
+HOT_INLINE keel_status_t check_ptr(keel_stream_t *stream, const char *fn, const char *what, const void *ptr,
+                                   size_t elems, size_t esize)
+{
+    size_t bytes;
+    const keel__alloc_t *a;
+    if (elems == 0)
+        return KEEL_OK;
+    if (__builtin_expect(!mul_ovf(elems, esize, &bytes) && ptr != NULL && (a = keel__registry_lookup(ptr)) != NULL &&
+                             a->device == stream->device,
+                         1)) {
+        size_t off = (uintptr_t)ptr - a->base;
+        if (__builtin_expect(bytes <= a->size - off && (off & (esize - 1)) == 0, 1))
+            return KEEL_OK;
+    }
+    return check_ptr_slow(stream, fn, what, ptr, elems, esize);
+}
+
+static COLD keel_status_t ld_error(const char *fn, const char *what, size_t ld, size_t cols)
+{
+    return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: leading dimension %zu of %s is below its %zu columns",
+                           fn, ld, what, cols);
+}
+
 /* A row-major matrix rows x cols, leading dimension ld: ld >= cols, in its allocation. */
-static keel_status_t check_matrix(keel_stream_t *stream, const char *fn, const char *what, const void *ptr,
-                                  size_t rows, size_t cols, size_t ld, size_t esize)
+HOT_INLINE keel_status_t check_matrix(keel_stream_t *stream, const char *fn, const char *what, const void *ptr,
+                                      size_t rows, size_t cols, size_t ld, size_t esize)
 {
     size_t e;
     if (rows > 1 && KEEL__UNLIKELY(ld < cols))
-        return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: leading dimension %zu of %s is below its %zu columns",
-                               fn, ld, what, cols);
-    if (span(rows, cols, ld, &e))
+        return ld_error(fn, what, ld, cols);
+    if (KEEL__UNLIKELY(span(rows, cols, ld, &e)))
         return overflow(fn, what);
     return check_ptr(stream, fn, what, ptr, e, esize);
 }
@@ -159,9 +216,16 @@ static keel_status_t check_matrix(keel_stream_t *stream, const char *fn, const c
 /* Output and input ranges (elements of esize) may be the same block (in
  * place, where the call allows it) or disjoint, never partly shared: a
  * partial overlap makes the result depend on the order the backend uses. */
-static keel_status_t check_overlap(const char *fn, const char *out_name, const void *out, size_t out_elems,
-                                   const char *in_name, const void *in, size_t in_elems, size_t esize,
-                                   int same_allowed)
+static COLD keel_status_t overlap_error(const char *fn, const char *out_name, const void *out, const char *in_name,
+                                        const void *in, int same_allowed)
+{
+    return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: %s %p overlaps %s %p%s", fn, out_name, out, in_name,
+                           in, same_allowed ? " without being the same array" : "");
+}
+
+HOT_INLINE keel_status_t check_overlap(const char *fn, const char *out_name, const void *out, size_t out_elems,
+                                       const char *in_name, const void *in, size_t in_elems, size_t esize,
+                                       int same_allowed)
 {
     if (!out || !in || !out_elems || !in_elems)
         return KEEL_OK;
@@ -170,8 +234,7 @@ static keel_status_t check_overlap(const char *fn, const char *out_name, const v
         return KEEL_OK;
     if (same_allowed && o0 == i0)
         return KEEL_OK;
-    return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: %s %p overlaps %s %p%s", fn, out_name, out, in_name,
-                           in, same_allowed ? " without being the same array" : "");
+    return overlap_error(fn, out_name, out, in_name, in, same_allowed);
 }
 
 /* ---- fill, cast, copies ---- */
@@ -182,7 +245,7 @@ keel_status_t keel_fill(keel_stream_t *stream, keel_dtype_t dtype, void *ptr, si
     const keel_ops_vtable_t *ops;
     TRY(get_ops(stream, fn, &ops));
     TRY(check_dtype(dtype, fn, "dtype"));
-    TRY(check_ptr(stream, fn, "ptr", ptr, n, keel_dtype_size(dtype)));
+    TRY(check_ptr(stream, fn, "ptr", ptr, n, dsize(dtype)));
     if (n == 0)
         return KEEL_OK;
     if (!OPS_ENTRY(ops, fill))
@@ -198,7 +261,7 @@ keel_status_t keel_cast(keel_stream_t *stream, keel_dtype_t src_dtype, const voi
     TRY(get_ops(stream, fn, &ops));
     TRY(check_dtype(src_dtype, fn, "src_dtype"));
     TRY(check_dtype(dst_dtype, fn, "dst_dtype"));
-    size_t ss = keel_dtype_size(src_dtype), ds = keel_dtype_size(dst_dtype);
+    size_t ss = dsize(src_dtype), ds = dsize(dst_dtype);
     TRY(check_ptr(stream, fn, "src", src, n, ss));
     TRY(check_ptr(stream, fn, "dst", dst, n, ds));
     if (n == 0)
@@ -219,7 +282,7 @@ static keel_status_t copy2d_common(keel_stream_t *stream, const char *fn, int tr
     const keel_ops_vtable_t *ops;
     TRY(get_ops(stream, fn, &ops));
     TRY(check_dtype(dtype, fn, "dtype"));
-    size_t es = keel_dtype_size(dtype);
+    size_t es = dsize(dtype);
     TRY(check_matrix(stream, fn, "src", src, rows, cols, src_ld, es));
     if (transpose)
         TRY(check_matrix(stream, fn, "dst", dst, cols, rows, dst_ld, es));
@@ -269,7 +332,7 @@ keel_status_t keel_unary(keel_stream_t *stream, keel_unary_op_t op, keel_dtype_t
     if (KEEL__UNLIKELY(op < KEEL_UNARY_NEG || op > KEEL_UNARY_TANH))
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: op %d is not a keel_unary_op_t", fn, (int)op);
     TRY(check_dtype(dtype, fn, "dtype"));
-    size_t es = keel_dtype_size(dtype);
+    size_t es = dsize(dtype);
     TRY(check_ptr(stream, fn, "x", x, n, es));
     TRY(check_ptr(stream, fn, "y", y, n, es));
     if (n == 0)
@@ -296,7 +359,7 @@ keel_status_t keel_binary(keel_stream_t *stream, keel_binary_op_t op, keel_dtype
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: broadcast %d is not a keel_broadcast_t", fn,
                                (int)broadcast);
     TRY(check_dtype(dtype, fn, "dtype"));
-    size_t es = keel_dtype_size(dtype);
+    size_t es = dsize(dtype);
     TRY(check_matrix(stream, fn, "a", a, rows, cols, lda, es));
     if (broadcast == KEEL_BROADCAST_NONE)
         TRY(check_matrix(stream, fn, "b", b, rows, cols, ldb, es));
@@ -338,7 +401,7 @@ keel_status_t keel_reduce(keel_stream_t *stream, keel_reduce_op_t op, keel_dtype
     if (KEEL__UNLIKELY(axis != KEEL_AXIS_ALL && axis != KEEL_AXIS_ROWS && axis != KEEL_AXIS_COLS))
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: axis %d is not a keel_reduce_axis_t", fn, (int)axis);
     TRY(check_dtype(dtype, fn, "dtype"));
-    size_t es = keel_dtype_size(dtype);
+    size_t es = dsize(dtype);
     TRY(check_matrix(stream, fn, "x", x, rows, cols, ld, es));
     size_t nout = axis == KEEL_AXIS_ALL ? 1 : axis == KEEL_AXIS_ROWS ? rows : cols;
     size_t per = axis == KEEL_AXIS_ALL ? 0 : axis == KEEL_AXIS_ROWS ? cols : rows;
@@ -370,7 +433,7 @@ keel_status_t keel_argmax_rows(keel_stream_t *stream, keel_dtype_t dtype, size_t
     TRY(check_dtype(dtype, fn, "dtype"));
     if (KEEL__UNLIKELY(cols == 0 && rows > 0))
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: argmax of an empty row is not defined", fn);
-    TRY(check_matrix(stream, fn, "x", x, rows, cols, ld, keel_dtype_size(dtype)));
+    TRY(check_matrix(stream, fn, "x", x, rows, cols, ld, dsize(dtype)));
     TRY(check_ptr(stream, fn, "out", out, rows, sizeof(int64_t)));
     if (rows == 0)
         return KEEL_OK;
@@ -394,7 +457,7 @@ keel_status_t keel_softmax_rows(keel_stream_t *stream, keel_dtype_t dtype, size_
     const keel_ops_vtable_t *ops;
     TRY(get_ops(stream, fn, &ops));
     TRY(check_dtype(dtype, fn, "dtype"));
-    size_t es = keel_dtype_size(dtype);
+    size_t es = dsize(dtype);
     TRY(check_matrix(stream, fn, "x", x, rows, cols, ldx, es));
     TRY(check_matrix(stream, fn, "y", y, rows, cols, ldy, es));
     TRY(check_inplace_rows(fn, x, ldx, y, ldy, rows));
@@ -419,7 +482,7 @@ keel_status_t keel_layernorm_rows(keel_stream_t *stream, keel_dtype_t dtype, siz
     TRY(check_dtype(dtype, fn, "dtype"));
     if (KEEL__UNLIKELY(!(eps >= 0.0) || isinf(eps)))
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: eps %g is not a finite value >= 0", fn, eps);
-    size_t es = keel_dtype_size(dtype);
+    size_t es = dsize(dtype);
     TRY(check_matrix(stream, fn, "x", x, rows, cols, ldx, es));
     TRY(check_matrix(stream, fn, "y", y, rows, cols, ldy, es));
     TRY(check_inplace_rows(fn, x, ldx, y, ldy, rows));
@@ -552,14 +615,14 @@ keel_status_t keel_gemm(keel_stream_t *stream, const keel_gemm_params_t *params)
         return overflow(fn, "B");
     if (batch_span(p.batch_count, p.stride_c, ec, &tc))
         return overflow(fn, "C");
-    TRY(check_ptr(stream, fn, "A", p.a, ta, keel_dtype_size(p.a_type)));
-    TRY(check_ptr(stream, fn, "B", p.b, tb, keel_dtype_size(p.b_type)));
-    TRY(check_ptr(stream, fn, "C", p.c, tc, keel_dtype_size(p.c_type)));
+    TRY(check_ptr(stream, fn, "A", p.a, ta, dsize(p.a_type)));
+    TRY(check_ptr(stream, fn, "B", p.b, tb, dsize(p.b_type)));
+    TRY(check_ptr(stream, fn, "C", p.c, tc, dsize(p.c_type)));
     if (p.m == 0 || p.n == 0)
         return KEEL_OK;
     /* in bytes: A and C may differ in dtype (check_ptr proved the products fit) */
-    TRY(check_overlap(fn, "C", p.c, tc * keel_dtype_size(p.c_type), "A", p.a, ta * keel_dtype_size(p.a_type), 1, 0));
-    TRY(check_overlap(fn, "C", p.c, tc * keel_dtype_size(p.c_type), "B", p.b, tb * keel_dtype_size(p.b_type), 1, 0));
+    TRY(check_overlap(fn, "C", p.c, tc * dsize(p.c_type), "A", p.a, ta * dsize(p.a_type), 1, 0));
+    TRY(check_overlap(fn, "C", p.c, tc * dsize(p.c_type), "B", p.b, tb * dsize(p.b_type), 1, 0));
     if (!OPS_ENTRY(ops, gemm))
         return missing(stream, fn);
     if (p.layout == KEEL_ROW_MAJOR) {
@@ -597,7 +660,7 @@ keel_status_t keel_gemv(keel_stream_t *stream, keel_dtype_t dtype, keel_layout_t
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: incx %zu and incy %zu must be >= 1", fn, incx, incy);
     if (KEEL__UNLIKELY(!isfinite(alpha) || !isfinite(beta)))
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: alpha %g and beta %g must be finite", fn, alpha, beta);
-    size_t es = keel_dtype_size(dtype), ea, ex, ey;
+    size_t es = dsize(dtype), ea, ex, ey;
     size_t xlen = trans ? m : n, ylen = trans ? n : m;
     TRY(check_stored(stream, fn, "A", layout, m, n, lda, &ea));
     if (span(xlen, 1, incx, &ex))
@@ -645,7 +708,7 @@ keel_status_t keel_dense(keel_stream_t *stream, const keel_dense_params_t *param
     TRY(check_compute(fn, p.compute, p.dtype));
     if (KEEL__UNLIKELY(p.act < KEEL_ACT_NONE || p.act > KEEL_ACT_GELU_ERF))
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: act %d is not a keel_activation_t", fn, (int)p.act);
-    size_t es = keel_dtype_size(p.dtype), ew, ex, ey;
+    size_t es = dsize(p.dtype), ew, ex, ey;
     size_t wr = p.transw ? p.k : p.m, wc = p.transw ? p.m : p.k;
     int used = p.m && p.n && p.k;
     TRY(check_stored(stream, fn, "W", p.layout, wr, wc, p.ldw, &ew));
