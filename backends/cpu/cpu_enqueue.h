@@ -27,6 +27,20 @@ __attribute__((visibility("hidden")))
 keel_status_t keel__cpu_enqueue_small(void *stream_ctx, void (*fn)(void *payload), void *payload,
                                       size_t payload_size);
 
+/* The two halves of keel__cpu_enqueue_small's inline run, for a caller that
+ * runs its small work itself without a payload or runner in between:
+ * keel__cpu_inline_begin returns 1 when the stream was idle (not capturing,
+ * nothing queued or running) and the caller now holds the stream's next
+ * place in stream order; it then does the work on the calling thread and
+ * calls keel__cpu_inline_end. 0: enqueue as usual. The work runs without
+ * the thread-local device keel__cpu_enqueue_small sets, so it must not call
+ * keel__cpu_parallel_for with more than `grain` items (it would run inline
+ * anyway, and only then is the device needed). stream_ctx is the CPU
+ * stream's backend context. */
+struct cpu_stream;
+__attribute__((visibility("hidden"))) int keel__cpu_inline_begin(struct cpu_stream *s);
+__attribute__((visibility("hidden"))) void keel__cpu_inline_end(struct cpu_stream *s);
+
 /* Run body(arg, begin, end) over [0, n) in chunks of at least grain items,
  * on the pool of the device that runs the calling command; inline on the
  * calling thread when n <= grain or the pool has one thread. Must be called
