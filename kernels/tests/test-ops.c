@@ -1037,6 +1037,99 @@ KT_DEVICE_TEST(test_errors)
     KT_OK(keel_free(y));
 }
 
+/* The validation fast path serves pointers from the thread's registry cache:
+ * every check must still hold for a pointer the cache has just seen valid.
+ * Each case first makes a call that succeeds (so the buffers are cached),
+ * then one that must be refused and write nothing. */
+static void *free_in_thread(void *p)
+{
+    keel_status_t st = keel_free(p);
+    return (void *)(intptr_t)st;
+}
+
+KT_DEVICE_TEST(test_cached_checks)
+{
+    keel_stream_t *s = stream_of(dev);
+    const size_t n = 64, bytes = n * 4;
+    float *a = poisoned(dev, bytes), *b = poisoned(dev, bytes), *y = poisoned(dev, bytes);
+    KT_OK(keel_fill(s, KEEL_F32, a, n, 1.0));
+    KT_OK(keel_fill(s, KEEL_F32, b, n, 2.0));
+    KT_OK(keel_stream_synchronize(s));
+    KT_OK(keel_memset(y, KT_POISON_BYTE, bytes));
+#define WARM() KT_OK(keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 1, n / 2, 1, a, n / 2, 1, b, n / 2, \
+                                 KEEL_BROADCAST_NONE, a + n / 2, n / 2))
+    /* too short: one element past the end of a cached allocation */
+    WARM();
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE,
+            keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 1, n + 1, 1, a, n + 1, 1, b, n + 1, KEEL_BROADCAST_NONE, y,
+                        n + 1));
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_unary(s, KEEL_UNARY_RELU, KEEL_F32, n - 1, a, y + 2));
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_cast(s, KEEL_F32, a, KEEL_F64, y, n / 2 + 1));
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_fill(s, KEEL_F32, y + 1, n, 0.0));
+    /* misaligned inside a cached allocation */
+    WARM();
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT,
+            keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 1, 4, 1, a, 4, 1, b, 4, KEEL_BROADCAST_NONE,
+                        (float *)((char *)y + 2), 4));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_cast(s, KEEL_F32, a, KEEL_F64, (char *)y + 4, 4));
+    /* partial overlap of the output with an input, all three cached */
+    WARM();
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT,
+            keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 1, 8, 1, a, 8, 1, y, 8, KEEL_BROADCAST_NONE, y + 1, 8));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_unary(s, KEEL_UNARY_NEG, KEEL_F32, 8, y, y + 3));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_cast(s, KEEL_F32, y, KEEL_F64, y + 2, 8));
+    expect_bytes_unchanged(dev, y, bytes);
+
+    /* freed on this thread after being cached */
+    float *f = poisoned(dev, bytes);
+    KT_OK(keel_unary(s, KEEL_UNARY_NEG, KEEL_F32, n, a, f));
+    KT_OK(keel_free(f));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_unary(s, KEEL_UNARY_NEG, KEEL_F32, n, a, f));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER,
+            keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 1, n, 1, a, n, 1, f, n, KEEL_BROADCAST_NONE, y, n));
+    /* a smaller allocation that may reuse the freed address: its own size counts */
+    float *g = poisoned(dev, bytes / 2);
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_unary(s, KEEL_UNARY_NEG, KEEL_F32, n, a, g));
+    expect_bytes_unchanged(dev, g, bytes / 2);
+    KT_OK(keel_free(g));
+
+    /* freed by another thread while this thread has it cached */
+    float *t = poisoned(dev, bytes);
+    KT_OK(keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 1, n, 1, a, n, 1, b, n, KEEL_BROADCAST_NONE, t, n));
+    KT_OK(keel_stream_synchronize(s));
+    pthread_t th;
+    void *ret;
+    ck_assert_int_eq(pthread_create(&th, NULL, free_in_thread, t), 0);
+    ck_assert_int_eq(pthread_join(th, &ret), 0);
+    ck_assert_int_eq((int)(intptr_t)ret, KEEL_OK);
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER,
+            keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 1, n, 1, a, n, 1, b, n, KEEL_BROADCAST_NONE, t, n));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_fill(s, KEEL_F32, t, n, 0.0));
+
+    /* a buffer of another device, cached by a successful call on that device */
+    keel_device_t *other = kt_other_device(dev);
+    if (other) {
+        keel_stream_t *os = stream_of(other);
+        float *o = poisoned(other, bytes);
+        KT_OK(keel_fill(os, KEEL_F32, o, n, 3.0));
+        KT_OK(keel_stream_synchronize(os));
+        KT_OK(keel_memset(o, KT_POISON_BYTE, bytes));
+        WARM();
+        KT_FAIL(KEEL_ERROR_DEVICE_MISMATCH, keel_fill(s, KEEL_F32, o, n, 0.0));
+        KT_FAIL(KEEL_ERROR_DEVICE_MISMATCH, keel_unary(s, KEEL_UNARY_NEG, KEEL_F32, n, a, o));
+        KT_FAIL(KEEL_ERROR_DEVICE_MISMATCH,
+                keel_binary(s, KEEL_BINARY_ADD, KEEL_F32, 1, n, 1, a, n, 1, b, n, KEEL_BROADCAST_NONE, o, n));
+        KT_FAIL(KEEL_ERROR_DEVICE_MISMATCH, keel_cast(s, KEEL_F32, o, KEEL_F64, y, n / 2));
+        expect_bytes_unchanged(other, o, bytes);
+        KT_OK(keel_free(o));
+    }
+#undef WARM
+    expect_bytes_unchanged(dev, y, bytes);
+    KT_OK(keel_free(a));
+    KT_OK(keel_free(b));
+    KT_OK(keel_free(y));
+}
+
 /* Stream order: a chain of operations on a new stream, read back once. */
 KT_DEVICE_TEST(test_stream_order)
 {
@@ -1434,6 +1527,7 @@ static Suite *ops_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("api");
     kt_add_device_test(tc, test_errors);
+    kt_add_device_test(tc, test_cached_checks);
     kt_add_device_test(tc, test_stream_order);
     kt_add_device_test(tc, test_small_ops_threads);
     kt_add_device_test(tc, test_graph_capture);
