@@ -189,21 +189,22 @@ run_sanitize() {
     # memcheck on the suites that move memory and launch; racecheck (shared
     # memory races) where kernels use shared memory. API errors are not
     # reported: the suites provoke them on purpose (out of memory, bad launches).
-    for run in memcheck:backends/cuda/test-cuda memcheck:tests/test-memory memcheck:tests/test-stream \
-        memcheck:tests/test-kernel memcheck:tests/test-graph memcheck:kernels/tests/test-ops \
-        racecheck:backends/cuda/test-cuda racecheck:kernels/tests/test-ops; do
+    for run in ${SANITIZE_RUNS:-memcheck:backends/cuda/test-cuda memcheck:tests/test-memory memcheck:tests/test-stream
+        memcheck:tests/test-kernel memcheck:tests/test-graph memcheck:kernels/tests/test-ops
+        racecheck:backends/cuda/test-cuda racecheck:kernels/tests/test-ops}; do
         tool=${run%%:*}
         t=${run#*:}
         [ -e "$BUILD/$t" ] || continue
         budget=$(left "$SANITIZE_BUDGET" "$phase")
         [ "$budget" -gt 0 ] || { note "sanitize $tool $t: not run (budget spent)"; continue; }
+        start=$(date +%s)
         {
             echo "===== $tool $t"
             KEEL_BACKEND=cuda timeout "$budget" "$cs" --tool "$tool" --error-exitcode 99 --report-api-errors no \
                 "$(real_binary "$BUILD/$t")"
             echo "rc=$?"
         } >>"$log" 2>&1
-        note "sanitize $tool $t: $(tail -n 1 "$log") $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
+        note "sanitize $tool $t: $(tail -n 1 "$log") ($(($(date +%s) - start)) s) $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
     done
 }
 
