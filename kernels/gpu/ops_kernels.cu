@@ -1,10 +1,10 @@
 // GPU kernels of the built-in operations (see ops_gpu.h).
 //
 // Memory-bound kernels: each thread moves 16 bytes per access where the
-// pointers and shapes allow it (Pack<T>), keeps U such accesses in flight,
-// loops grid-stride over the data with at most one full wave of blocks, and
-// reductions combine with warp shuffles, then through shared memory. f16 and
-// bf16 compute in f32, f64 in f64. (Softmax and layer norm: row_kernels.cu.)
+// pointers and shapes allow it (Pack<T>), loops grid-stride over the data,
+// and reductions combine with warp shuffles, then through shared memory.
+// f16 and bf16 compute in f32, f64 in f64. Row operations (softmax, layer
+// norm) keep the row in shared memory when it fits, so the data is read once.
 #include "kernels/gpu/gpu_common.cuh"
 
 namespace {
@@ -28,96 +28,7 @@ template <int OP> struct Unary {
     }
 };
 
-// ---- streaming accesses and launch geometry of the elementwise kernels ----
-//
-// Each thread keeps U independent 16-byte packs in flight: it loads all U
-// (indices base + u * stride), then computes, then stores. Data touched once
-// is loaded and stored with the streaming (evict-first) hint; data reused by
-// many threads (a broadcast row) goes through the read-only cache path.
-constexpr int U = 4;
-
-// P is a 16-byte aligned struct of 16, 32 or 64 bytes (Pack, Group8).
-template <typename P> __device__ __forceinline__ P ld_stream(const P *p)
-{
-    static_assert(sizeof(P) % 16 == 0 && alignof(P) >= 16, "16-byte units");
-    constexpr int W = sizeof(P) / 16;
-    const int4 *q = reinterpret_cast<const int4 *>(p);
-    int4 t[W];
-#pragma unroll
-    for (int w = 0; w < W; w++)
-#if defined(__HIP_PLATFORM_AMD__)
-        t[w] = q[w];
-#else
-        t[w] = __ldcs(q + w);
-#endif
-    P r;
-    memcpy(&r, t, sizeof(P));
-    return r;
-}
-
-template <typename P> __device__ __forceinline__ void st_stream(P *p, const P &v)
-{
-    static_assert(sizeof(P) % 16 == 0 && alignof(P) >= 16, "16-byte units");
-    constexpr int W = sizeof(P) / 16;
-    int4 t[W];
-    memcpy(t, &v, sizeof(P));
-    int4 *q = reinterpret_cast<int4 *>(p);
-#pragma unroll
-    for (int w = 0; w < W; w++)
-#if defined(__HIP_PLATFORM_AMD__)
-        q[w] = t[w];
-#else
-        __stcs(q + w, t[w]);
-#endif
-}
-
-template <typename P> __device__ __forceinline__ P ld_shared_ro(const P *p)
-{
-    static_assert(sizeof(P) == 16 && alignof(P) >= 16, "one 16-byte unit");
-    int4 t = __ldg(reinterpret_cast<const int4 *>(p));
-    P r;
-    memcpy(&r, &t, sizeof(P));
-    return r;
-}
-
-// Blocks of `threads` of kernel K resident on the whole device at once (one
-// full wave), from the occupancy calculator, cached per kernel and device.
-// The grid-stride kernels launch at most this many blocks: every block then
-// stays resident to the end and gets the same share of the work, so no
-// partial last wave runs with the device half empty.
-template <auto K> size_t resident_blocks(int threads)
-{
-    static int cached[64];
-    int dev = 0;
-    cudaGetDevice(&dev);
-    bool cache = dev >= 0 && dev < 64;
-    if (cache && cached[dev] > 0)
-        return (size_t)cached[dev];
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, K, threads, 0) != cudaSuccess) {
-        (void)cudaGetLastError(); // not sticky: do not let it reach the launch's check
-        per_sm = 0;
-    }
-    if (per_sm < 1)
-        per_sm = 2048 / threads > 0 ? 2048 / threads : 1;
-    int blocks = per_sm * sm_count();
-    if (cache)
-        cached[dev] = blocks;
-    return (size_t)blocks;
-}
-
-// A 1-D grid of THREADS-thread blocks for `units` threads' worth of work,
-// at most one full wave of kernel K.
-template <auto K> unsigned wave_grid(size_t units)
-{
-    size_t blocks = (units + THREADS - 1) / THREADS, cap = resident_blocks<K>(THREADS);
-    if (blocks > cap)
-        blocks = cap;
-    return blocks ? (unsigned)blocks : 1u;
-}
-
-// Maps x[i] -> y[i] with 16-byte packs when VEC (U packs in flight per
-// thread), then a scalar tail.
+// Maps x[i] -> y[i] with 16-byte packs when VEC, then a scalar tail.
 template <typename T, bool VEC, typename F>
 __global__ void map_kernel(const T *__restrict__ x, T *__restrict__ y, size_t n, F f)
 {
@@ -129,23 +40,13 @@ __global__ void map_kernel(const T *__restrict__ x, T *__restrict__ y, size_t n,
         size_t np = n / N;
         const Pack<T> *xp = reinterpret_cast<const Pack<T> *>(x);
         Pack<T> *yp = reinterpret_cast<Pack<T> *>(y);
-        for (size_t base = tid; base < np; base += stride * U) {
-            Pack<T> p[U];
+        #pragma unroll 4
+        for (size_t i = tid; i < np; i += stride) {
+            Pack<T> p = xp[i];
 #pragma unroll
-            for (int u = 0; u < U; u++)
-                if (base + u * stride < np)
-                    p[u] = ld_stream(xp + base + u * stride);
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (base + u * stride < np) {
-#pragma unroll
-                    for (int k = 0; k < N; k++)
-                        p[u].v[k] = NT::st(f(NT::ld(p[u].v[k])));
-                }
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (base + u * stride < np)
-                    st_stream(yp + base + u * stride, p[u]);
+            for (int k = 0; k < N; k++)
+                p.v[k] = NT::st(f(NT::ld(p.v[k])));
+            yp[i] = p;
         }
         done = np * N;
     }
@@ -156,11 +57,9 @@ __global__ void map_kernel(const T *__restrict__ x, T *__restrict__ y, size_t n,
 template <typename T, typename F> cudaError_t launch_map(cudaStream_t s, const T *x, T *y, size_t n, F f)
 {
     if (aligned16(x) && aligned16(y)) {
-        constexpr int N = Pack<T>::N;
-        unsigned g = wave_grid<map_kernel<T, true, F>>((n / N + U - 1) / U + N);
-        map_kernel<T, true><<<g, THREADS, 0, s>>>(x, y, n, f);
+        map_kernel<T, true><<<grid_for(n / Pack<T>::N + 1), THREADS, 0, s>>>(x, y, n, f);
     } else {
-        map_kernel<T, false><<<wave_grid<map_kernel<T, false, F>>(n), THREADS, 0, s>>>(x, y, n, f);
+        map_kernel<T, false><<<grid_for(n), THREADS, 0, s>>>(x, y, n, f);
     }
     return cudaGetLastError();
 }
@@ -178,12 +77,8 @@ template <typename T> __global__ void fill_kernel(T *__restrict__ p, size_t n, T
             pk.v[k] = v;
         Pack<T> *pp = reinterpret_cast<Pack<T> *>(p);
         size_t np = n / N;
-        for (size_t base = tid; base < np; base += stride * U) {
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (base + u * stride < np)
-                    st_stream(pp + base + u * stride, pk);
-        }
+        for (size_t i = tid; i < np; i += stride)
+            pp[i] = pk;
         done = np * N;
     }
     for (size_t i = done + tid; i < n; i += stride)
@@ -192,10 +87,8 @@ template <typename T> __global__ void fill_kernel(T *__restrict__ p, size_t n, T
 
 template <typename T> cudaError_t launch_fill(cudaStream_t s, T *p, size_t n, T v)
 {
-    constexpr int N = Pack<T>::N;
     bool vec = aligned16(p);
-    unsigned g = wave_grid<fill_kernel<T>>(vec ? (n / N + U - 1) / U + N : n);
-    fill_kernel<T><<<g, THREADS, 0, s>>>(p, n, v, vec);
+    fill_kernel<T><<<grid_for(vec ? n / Pack<T>::N + 1 : n), THREADS, 0, s>>>(p, n, v, vec);
     return cudaGetLastError();
 }
 
@@ -218,7 +111,7 @@ template <typename S, typename D> __device__ inline D cvt(S v)
 }
 
 // Groups of 8 elements: 16-byte accesses on the narrow side, two or four on
-// the wide side; U groups in flight per thread.
+// the wide side.
 template <typename T> struct alignas(16) Group8 {
     T v[8];
 };
@@ -230,23 +123,14 @@ __global__ void cast_kernel(const S *__restrict__ src, D *__restrict__ dst, size
     size_t done = 0;
     if (VEC) {
         size_t ng = n / 8;
-        const Group8<S> *sp = reinterpret_cast<const Group8<S> *>(src);
-        Group8<D> *dp = reinterpret_cast<Group8<D> *>(dst);
-        for (size_t base = tid; base < ng; base += stride * U) {
-            Group8<S> g[U];
+#pragma unroll 2
+        for (size_t i = tid; i < ng; i += stride) {
+            Group8<S> g = reinterpret_cast<const Group8<S> *>(src)[i];
+            Group8<D> o;
 #pragma unroll
-            for (int u = 0; u < U; u++)
-                if (base + u * stride < ng)
-                    g[u] = ld_stream(sp + base + u * stride);
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (base + u * stride < ng) {
-                    Group8<D> o;
-#pragma unroll
-                    for (int k = 0; k < 8; k++)
-                        o.v[k] = cvt<S, D>(g[u].v[k]);
-                    st_stream(dp + base + u * stride, o);
-                }
+            for (int k = 0; k < 8; k++)
+                o.v[k] = cvt<S, D>(g.v[k]);
+            reinterpret_cast<Group8<D> *>(dst)[i] = o;
         }
         done = ng * 8;
     }
@@ -257,10 +141,9 @@ __global__ void cast_kernel(const S *__restrict__ src, D *__restrict__ dst, size
 template <typename S, typename D> void launch_cast_pair(cudaStream_t s, const S *src, D *dst, size_t n)
 {
     if (aligned16(src) && aligned16(dst))
-        cast_kernel<S, D, true><<<wave_grid<cast_kernel<S, D, true>>((n / 8 + U - 1) / U + 8), THREADS, 0, s>>>(
-            src, dst, n);
+        cast_kernel<S, D, true><<<grid_for(n / 8 + 1), THREADS, 0, s>>>(src, dst, n);
     else
-        cast_kernel<S, D, false><<<wave_grid<cast_kernel<S, D, false>>(n), THREADS, 0, s>>>(src, dst, n);
+        cast_kernel<S, D, false><<<grid_for(n), THREADS, 0, s>>>(src, dst, n);
 }
 
 template <typename S> cudaError_t launch_cast_to(cudaStream_t s, const S *src, int ddt, void *dst, size_t n)
@@ -314,8 +197,7 @@ template <int OP, typename C> __device__ inline C binop(C u, C v)
 
 // Flat contiguous y = op(alpha a, beta b) (MODE 0), or b a row vector of
 // `cols` repeated (MODE 1, flat index modulo cols), or a column vector
-// (MODE 2, flat index / cols). The broadcast modes come here only when the
-// rows are too short for binary_bcast_kernel or the data is not in packs.
+// (MODE 2, flat index / cols).
 template <typename T, int OP, int MODE, bool VEC>
 __global__ void binary_flat_kernel(const T *__restrict__ a, const T *__restrict__ b, T *__restrict__ y, size_t n,
                                    size_t cols, typename Num<T>::C alpha, typename Num<T>::C beta)
@@ -326,93 +208,30 @@ __global__ void binary_flat_kernel(const T *__restrict__ a, const T *__restrict_
     if (VEC) {
         constexpr int N = Pack<T>::N;
         size_t np = n / N;
-        const Pack<T> *ap = reinterpret_cast<const Pack<T> *>(a), *bp = reinterpret_cast<const Pack<T> *>(b);
-        Pack<T> *yp = reinterpret_cast<Pack<T> *>(y);
-        for (size_t base = tid; base < np; base += stride * U) {
-            Pack<T> pa[U], pb[U];
+        #pragma unroll 4
+        for (size_t i = tid; i < np; i += stride) {
+            Pack<T> pa = reinterpret_cast<const Pack<T> *>(a)[i], pb;
+            size_t e = i * N;
+            if (MODE == 0)
+                pb = reinterpret_cast<const Pack<T> *>(b)[i];
+            else if (MODE == 1)
+                pb = reinterpret_cast<const Pack<T> *>(b)[(e % cols) / N]; // cols % N == 0
+            else {
+                T bv = b[e / cols];                                           // cols % N == 0
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                size_t i = base + u * stride;
-                if (i < np) {
-                    pa[u] = ld_stream(ap + i);
-                    if (MODE == 0) {
-                        pb[u] = ld_stream(bp + i);
-                    } else if (MODE == 1) {
-                        pb[u] = ld_shared_ro(bp + (i * N % cols) / N); // cols % N == 0
-                    } else {
-                        T bv = b[i * N / cols]; // cols % N == 0
-#pragma unroll
-                        for (int k = 0; k < N; k++)
-                            pb[u].v[k] = bv;
-                    }
-                }
+                for (int k = 0; k < N; k++)
+                    pb.v[k] = bv;
             }
 #pragma unroll
-            for (int u = 0; u < U; u++)
-                if (base + u * stride < np) {
-#pragma unroll
-                    for (int k = 0; k < N; k++)
-                        pa[u].v[k] = NT::st(binop<OP>(alpha * NT::ld(pa[u].v[k]), beta * NT::ld(pb[u].v[k])));
-                }
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (base + u * stride < np)
-                    st_stream(yp + base + u * stride, pa[u]);
+            for (int k = 0; k < N; k++)
+                pa.v[k] = NT::st(binop<OP>(alpha * NT::ld(pa.v[k]), beta * NT::ld(pb.v[k])));
+            reinterpret_cast<Pack<T> *>(y)[i] = pa;
         }
         done = np * N;
     }
     for (size_t e = done + tid; e < n; e += stride) {
         T bv = MODE == 0 ? b[e] : MODE == 1 ? b[e % cols] : b[e / cols];
         y[e] = NT::st(binop<OP>(alpha * NT::ld(a[e]), beta * NT::ld(bv)));
-    }
-}
-
-// Contiguous rows x cols with b broadcast: a row vector of cols (MODE 1) or
-// a column vector of rows (MODE 2); cols = cp packs exactly, a, y (and b for
-// MODE 1) 16-byte aligned. Threads run over column packs in x and over rows
-// in y, grid-stride both ways with U rows in flight per thread: the pack of
-// the row vector is loaded once per column and kept in registers, and no
-// division is needed to find it; MODE 2 loads one value per row.
-template <typename T, int OP, int MODE>
-__global__ void binary_bcast_kernel(const T *__restrict__ a, const T *__restrict__ b, T *__restrict__ y, size_t rows,
-                                    size_t cp, typename Num<T>::C alpha, typename Num<T>::C beta)
-{
-    typedef Num<T> NT;
-    constexpr int N = Pack<T>::N;
-    const Pack<T> *ap = reinterpret_cast<const Pack<T> *>(a);
-    Pack<T> *yp = reinterpret_cast<Pack<T> *>(y);
-    size_t rstride = (size_t)gridDim.y * blockDim.y;
-    for (size_t c = blockIdx.x * (size_t)blockDim.x + threadIdx.x; c < cp; c += (size_t)gridDim.x * blockDim.x) {
-        Pack<T> pb;
-        if (MODE == 1)
-            pb = ld_shared_ro(reinterpret_cast<const Pack<T> *>(b) + c);
-        for (size_t r0 = blockIdx.y * (size_t)blockDim.y + threadIdx.y; r0 < rows; r0 += rstride * U) {
-            Pack<T> pa[U];
-            T bv[U];
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                size_t r = r0 + u * rstride;
-                if (r < rows) {
-                    pa[u] = ld_stream(ap + r * cp + c);
-                    if (MODE == 2)
-                        bv[u] = b[r];
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (r0 + u * rstride < rows) {
-#pragma unroll
-                    for (int k = 0; k < N; k++)
-                        pa[u].v[k] = NT::st(
-                            binop<OP>(alpha * NT::ld(pa[u].v[k]), beta * NT::ld(MODE == 1 ? pb.v[k] : bv[u])));
-                }
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                size_t r = r0 + u * rstride;
-                if (r < rows)
-                    st_stream(yp + r * cp + c, pa[u]);
-            }
-        }
     }
 }
 
@@ -430,35 +249,6 @@ __global__ void binary_2d_kernel(const T *__restrict__ a, size_t lda, const T *_
         }
 }
 
-template <typename T, int OP, int MODE>
-void launch_binary_bcast(cudaStream_t s, size_t rows, size_t cp, typename Num<T>::C alpha, const T *a,
-                         typename Num<T>::C beta, const T *b, T *y)
-{
-    // Blocks of THREADS threads: bx (a power of two, 32..THREADS) column
-    // packs by THREADS / bx rows; at most one full wave of blocks, the rows
-    // split among as many blocks as that leaves per column block.
-    int bx = 32;
-    while (bx < THREADS && (size_t)bx < cp)
-        bx *= 2;
-    int by = THREADS / bx;
-    size_t cap = resident_blocks<binary_bcast_kernel<T, OP, MODE>>(THREADS);
-    size_t gx = (cp + bx - 1) / bx, gy = 1;
-    if (gx >= cap) {
-        gx = cap;
-    } else {
-        gy = (rows + (size_t)by * U - 1) / ((size_t)by * U);
-        size_t gmax = cap / gx;
-        if (gy > gmax)
-            gy = gmax;
-        if (gy > 65535)
-            gy = 65535;
-        if (gy < 1)
-            gy = 1;
-    }
-    dim3 grid((unsigned)gx, (unsigned)gy), block((unsigned)bx, (unsigned)by);
-    binary_bcast_kernel<T, OP, MODE><<<grid, block, 0, s>>>(a, b, y, rows, cp, alpha, beta);
-}
-
 template <typename T, int OP>
 cudaError_t launch_binary_op(cudaStream_t s, int bc, size_t rows, size_t cols, double alpha, const T *a, size_t lda,
                              double beta, const T *b, size_t ldb, T *y, size_t ldy)
@@ -468,26 +258,11 @@ cudaError_t launch_binary_op(cudaStream_t s, int bc, size_t rows, size_t cols, d
     bool contiguous = rows == 1 || (lda == cols && ldy == cols && (bc != 0 || ldb == cols));
     if (contiguous) {
         size_t n = rows * cols;
-        // A row vector over one row, or a column vector over one column, is
-        // b elementwise.
-        if ((bc == 1 && rows == 1) || (bc == 2 && cols == 1))
-            bc = 0;
         bool vec = aligned16(a) && aligned16(y) && (bc == 2 || aligned16(b)) && (bc == 0 || cols % N == 0);
-        if (vec && bc != 0 && cols / N >= 32) {
-            if (bc == 1)
-                launch_binary_bcast<T, OP, 1>(s, rows, cols / N, (C)alpha, a, (C)beta, b, y);
-            else
-                launch_binary_bcast<T, OP, 2>(s, rows, cols / N, (C)alpha, a, (C)beta, b, y);
-            return cudaGetLastError();
-        }
-        size_t units = vec ? (n / N + U - 1) / U + N : n;
-#define KEEL_BIN_LAUNCH(MODE)                                                                                    \
-    (vec ? binary_flat_kernel<T, OP, MODE, true>                                                                 \
-               <<<wave_grid<binary_flat_kernel<T, OP, MODE, true>>(units), THREADS, 0, s>>>(a, b, y, n, cols,    \
-                                                                                           (C)alpha, (C)beta)    \
-         : binary_flat_kernel<T, OP, MODE, false>                                                                \
-               <<<wave_grid<binary_flat_kernel<T, OP, MODE, false>>(units), THREADS, 0, s>>>(a, b, y, n, cols,   \
-                                                                                            (C)alpha, (C)beta))
+        unsigned g = grid_for(vec ? n / N + 1 : n);
+#define KEEL_BIN_LAUNCH(MODE)                                                                                  \
+    (vec ? binary_flat_kernel<T, OP, MODE, true><<<g, THREADS, 0, s>>>(a, b, y, n, cols, (C)alpha, (C)beta)    \
+         : binary_flat_kernel<T, OP, MODE, false><<<g, THREADS, 0, s>>>(a, b, y, n, cols, (C)alpha, (C)beta))
         if (bc == 0)
             KEEL_BIN_LAUNCH(0);
         else if (bc == 1)
