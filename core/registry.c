@@ -53,12 +53,12 @@ static void bump_generation(void)
 /* Four entries: an operation names up to four buffers (a, b and y of a
  * binary op; x, y, gamma and beta of a layer norm), and a call with three
  * distinct buffers would otherwise evict on every lookup and take the lock
- * each time. initial-exec: the hot lookup reads the cache at a fixed offset
- * from the thread pointer instead of calling __tls_get_addr (a shared
- * library's default); it takes a few hundred bytes of the static TLS that
- * glibc reserves for libraries opened with dlopen. */
+ * each time. The default TLS model on purpose: initial-exec would take
+ * static TLS, which glibc may have none left of when libkeel is opened with
+ * dlopen late (Python's ctypes after torch: "cannot allocate memory in
+ * static TLS block"). */
 #define CACHE_WAYS 4
-static _Thread_local __attribute__((tls_model("initial-exec"))) struct {
+static _Thread_local struct {
     unsigned long generation;
     unsigned next;
     keel__alloc_t a[CACHE_WAYS];
