@@ -2,7 +2,6 @@
 // layer norm along the rows of a 2-D array. Aligned rows of up to 65536
 // packs take the register-resident kernels (launch_rows_fast); the rest the
 // general kernels, which keep a row in shared memory when it fits.
-#include <string.h>
 #include <cooperative_groups.h>
 #include "kernels/gpu/gpu_common.cuh"
 
@@ -450,8 +449,11 @@ template <typename C, bool LN, int G> __device__ inline RowStat<C> group_reduce(
 
 // The statistics of the first cnt packs of v, exactly: two passes over
 // registers (max then sum of exponentials; mean then squared deviations).
+// keep (softmax where T is its own compute type): v is overwritten with
+// exp(x - m) of the thread's own max m, so the output pass needs no second
+// exponential per element.
 template <typename T, bool LN, int PPT>
-__device__ inline RowStat<typename Num<T>::C> local_stat(const Pack<T> (&v)[PPT], int cnt)
+__device__ inline RowStat<typename Num<T>::C> local_stat(Pack<T> (&v)[PPT], int cnt, bool keep)
 {
     typedef typename Num<T>::C C;
     constexpr int N = Pack<T>::N;
@@ -486,14 +488,17 @@ __device__ inline RowStat<typename Num<T>::C> local_stat(const Pack<T> (&v)[PPT]
                 m = (x > m || x != x) ? x : m; // NaN sticks
             }
     C s = 0;
-    if (m != (C)-INFINITY) {
+    bool none = m == (C)-INFINITY; // every value -inf (or none): all exponentials are 0
 #pragma unroll
-        for (int i = 0; i < PPT; i++)
-            if (i < cnt)
+    for (int i = 0; i < PPT; i++)
+        if (i < cnt)
 #pragma unroll
-                for (int k = 0; k < N; k++)
-                    s += c_exp(Num<T>::ld(v[i].v[k]) - m);
-    }
+            for (int k = 0; k < N; k++) {
+                C e = none ? (C)0 : c_exp(Num<T>::ld(v[i].v[k]) - m);
+                s += e;
+                if (keep)
+                    v[i].v[k] = Num<T>::st(e);
+            }
     return RowStat<C>{m, s, (C)0};
 }
 
@@ -512,25 +517,21 @@ template <typename C, bool LN> __device__ inline RowNorm<C> row_norm(RowStat<C> 
     return RowNorm<C>{t.a, (C)1 / t.b, t.a + c_log(t.b), t.a != t.a || t.a == (C)-INFINITY};
 }
 
-template <typename T> __device__ inline Pack<T> load_stream(const T *row, size_t p)
+template <typename T> __device__ inline Pack<T> load_pack(const T *row, size_t p)
 {
-    int4 r = __ldcs(reinterpret_cast<const int4 *>(row) + p);
-    Pack<T> pk;
-    memcpy(&pk, &r, sizeof pk);
-    return pk;
+    return reinterpret_cast<const Pack<T> *>(row)[p];
 }
 
-template <typename T> __device__ inline void store_stream(T *row, size_t p, const Pack<T> &pk)
+template <typename T> __device__ inline void store_pack(T *row, size_t p, const Pack<T> &pk)
 {
-    int4 r;
-    memcpy(&r, &pk, sizeof r);
-    __stcs(reinterpret_cast<int4 *>(row) + p, r);
+    reinterpret_cast<Pack<T> *>(row)[p] = pk;
 }
 
 // y's pack p from x's pack v.
+// kept: v holds exp(x - m) (local_stat's keep), scaled by kf = exp(m - max) / sum.
 template <typename T, bool LN>
 __device__ inline void row_out(T *yr, size_t p, const Pack<T> &v, const RowNorm<typename Num<T>::C> &q, int lg,
-                               const T *gamma, const T *beta)
+                               const T *gamma, const T *beta, bool kept, typename Num<T>::C kf)
 {
     typedef typename Num<T>::C C;
     constexpr int N = Pack<T>::N;
@@ -554,10 +555,10 @@ __device__ inline void row_out(T *yr, size_t p, const Pack<T> &v, const RowNorm<
 #pragma unroll
         for (int k = 0; k < N; k++) {
             C x = Num<T>::ld(v.v[k]);
-            o.v[k] = Num<T>::st(q.bad ? (C)NAN : lg ? x - q.lse : c_exp(x - q.shift) * q.scale);
+            o.v[k] = Num<T>::st(q.bad ? (C)NAN : lg ? x - q.lse : kept ? x * kf : c_exp(x - q.shift) * q.scale);
         }
     }
-    store_stream(yr, p, o);
+    store_pack(yr, p, o);
 }
 
 // Rows of at most G * PPT packs: G lanes per row, 256 threads per block.
@@ -584,19 +585,22 @@ __global__ void __launch_bounds__(256)
         for (int i = 0; i < PPT; i++) {
             size_t p = li + (size_t)i * G;
             if (live && p < np) {
-                v[i] = load_stream(xr, p);
+                v[i] = load_pack(xr, p);
                 cnt = i + 1;
             }
         }
-        RowStat<C> t = group_reduce<C, LN, G>(local_stat<T, LN, PPT>(v, cnt));
+        bool keep = !LN && !lg && sizeof(T) == sizeof(C);
+        RowStat<C> own = local_stat<T, LN, PPT>(v, cnt, keep);
+        RowStat<C> t = group_reduce<C, LN, G>(own);
         if (!live)
             continue;
         RowNorm<C> q = row_norm<C, LN>(t, cols, eps);
+        C kf = keep && !q.bad ? c_exp(own.a - t.a) * q.scale : (C)0;
         T *yr = y + r * ldy;
 #pragma unroll
         for (int i = 0; i < PPT; i++)
             if (i < cnt)
-                row_out<T, LN>(yr, li + (size_t)i * G, v[i], q, lg, gamma, beta);
+                row_out<T, LN>(yr, li + (size_t)i * G, v[i], q, lg, gamma, beta, keep, kf);
     }
 }
 
@@ -636,11 +640,13 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
         for (int i = 0; i < PPT; i++) {
             size_t p = first + (size_t)i * blockDim.x;
             if (p < np) {
-                v[i] = load_stream(xr, p);
+                v[i] = load_pack(xr, p);
                 cnt = i + 1;
             }
         }
-        RowStat<C> t = group_reduce<C, LN, 32>(local_stat<T, LN, PPT>(v, cnt));
+        bool keep = !LN && !lg && sizeof(T) == sizeof(C);
+        RowStat<C> own = local_stat<T, LN, PPT>(v, cnt, keep);
+        RowStat<C> t = group_reduce<C, LN, 32>(own);
         __syncthreads(); // warp_stat and block_stat may still be read for the previous row
         if (lane == 0)
             warp_stat[w] = t;
@@ -659,11 +665,12 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
         }
 #endif
         RowNorm<C> q = row_norm<C, LN>(t, cols, eps);
+        C kf = keep && !q.bad ? c_exp(own.a - t.a) * q.scale : (C)0;
         T *yr = y + r * ldy;
 #pragma unroll
         for (int i = 0; i < PPT; i++)
             if (i < cnt)
-                row_out<T, LN>(yr, first + (size_t)i * blockDim.x, v[i], q, lg, gamma, beta);
+                row_out<T, LN>(yr, first + (size_t)i * blockDim.x, v[i], q, lg, gamma, beta, keep, kf);
     }
 }
 
