@@ -307,9 +307,16 @@ static void lt_entry_free(lt_entry_t *e)
 
 /* Builds the descriptors and asks the heuristic once. Returns NULL only
  * when host memory ran out; an entry with ok = 0 records "not fusable". */
-static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes);
+/* What a GEMM plan may time its candidates with: the call that asked for it. */
+typedef struct {
+    const keel_gemm_params_t *p;
+    keel__cuda_stream_t *s;
+    void *ws;
+} gemm_tune_t;
 
-static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_bytes)
+static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune);
+
+static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune)
 {
     lt_entry_t *e = calloc(1, sizeof *e);
     if (!e)
@@ -317,7 +324,7 @@ static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_
     e->key = *key;
     pthread_mutex_init(&e->lock, NULL);
     if (key->op == 1) {
-        lt_build_gemm(e, lt, ws_bytes);
+        lt_build_gemm(e, lt, ws_bytes, tune);
         return e;
     }
     keel_dtype_t dt = (keel_dtype_t)key->dtype;
@@ -370,7 +377,8 @@ static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_
 }
 
 /* The cached entry for @p key, built on first use. NULL: out of host memory. */
-static lt_entry_t *lt_lookup(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_bytes, int *owned)
+static lt_entry_t *lt_lookup(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_bytes, int *owned,
+                             const gemm_tune_t *tune)
 {
     uint64_t h = lt_hash(key);
     *owned = 0;
@@ -381,7 +389,7 @@ static lt_entry_t *lt_lookup(const lt_key_t *key, cublasLtHandle_t lt, size_t ws
         if (memcmp(&e->key, key, sizeof *key) == 0)
             return e;
     }
-    lt_entry_t *e = lt_build(key, lt, ws_bytes);
+    lt_entry_t *e = lt_build(key, lt, ws_bytes, tune);
     if (!e)
         return NULL;
     pthread_mutex_lock(&lt_insert_lock);
@@ -409,10 +417,68 @@ static int aligned16(const void *p)
     return ((uintptr_t)p & 15u) == 0;
 }
 
+enum { LT_CANDIDATES = 8 };
+/* Plans are tuned only where timing the candidates costs little:
+ * 2 m n k batch up to 2^37 floating-point operations. */
+#define LT_TUNE_MAX_FLOP 137438953472.0
+
+/* The fastest of the heuristic's candidates for this call, timed once when
+ * the plan is made (two runs each after a warm-up, into a scratch output so
+ * that C is only read). 0 (the heuristic's first) when timing is not
+ * possible: the stream is capturing a graph, the product is large, or the
+ * scratch cannot be had. The first call of a shape pays for it and waits for
+ * the stream; later calls reuse the choice. */
+static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeuristicResult_t *res, int nres,
+                     size_t ws_bytes, const gemm_tune_t *tune)
+{
+    const keel_gemm_params_t *p = tune->p;
+    cudaStream_t st = on_device(tune->s);
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (nres < 2 || 2.0 * (double)p->m * (double)p->n * (double)p->k * (double)p->batch_count > LT_TUNE_MAX_FLOP ||
+        cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone)
+        return 0;
+    size_t es = p->c_type == KEEL_F64 ? 8 : p->c_type == KEEL_F32 ? 4 : 2;
+    size_t extent = (p->batch_count - 1) * p->stride_c + (p->n - 1) * p->ldc + p->m;
+    void *d = NULL;
+    cudaEvent_t t0 = NULL, t1 = NULL;
+    int best = 0;
+    float best_ms = 0;
+    if (cudaMallocAsync(&d, extent * es, st) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (cudaEventCreate(&t0) == cudaSuccess && cudaEventCreate(&t1) == cudaSuccess) {
+        float fa = (float)p->alpha, fb = (float)p->beta;
+        for (int i = 0; i < nres; i++) {
+            if (res[i].state != CUBLAS_STATUS_SUCCESS)
+                continue;
+            int ok = cublasLtMatmul(lt, e->desc, &fa, p->a, e->la, p->b, e->lb, &fb, p->c, e->lc, d, e->lc,
+                                    &res[i].algo, tune->ws, ws_bytes, st) == CUBLAS_STATUS_SUCCESS &&
+                     cudaEventRecord(t0, st) == cudaSuccess;
+            for (int r = 0; ok && r < 2; r++)
+                ok = cublasLtMatmul(lt, e->desc, &fa, p->a, e->la, p->b, e->lb, &fb, p->c, e->lc, d, e->lc,
+                                    &res[i].algo, tune->ws, ws_bytes, st) == CUBLAS_STATUS_SUCCESS;
+            float ms = 0;
+            if (ok && cudaEventRecord(t1, st) == cudaSuccess && cudaEventSynchronize(t1) == cudaSuccess &&
+                cudaEventElapsedTime(&ms, t0, t1) == cudaSuccess && (best_ms == 0 || ms < best_ms)) {
+                best = i;
+                best_ms = ms;
+            }
+        }
+    }
+    (void)cudaGetLastError();
+    if (t0)
+        cudaEventDestroy(t0);
+    if (t1)
+        cudaEventDestroy(t1);
+    cudaFreeAsync(d, st);
+    return best;
+}
+
 /* A GEMM plan: column-major layouts (strided batches when batch > 1), the
  * heuristic's first algorithm for the pointers' alignment. ok stays 0 when
  * cuBLASLt has none, and the call goes to cublasGemmEx. */
-static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes)
+static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune)
 {
     const lt_key_t *key = &e->key;
     keel_dtype_t at = (keel_dtype_t)key->dtype, ct = (keel_dtype_t)key->ctype;
@@ -424,7 +490,7 @@ static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes)
     int64_t sw = (int64_t)key->sw, sx = (int64_t)key->sx, sy = (int64_t)key->sy;
     uint32_t align = (uint32_t)key->align;
     cublasLtMatmulPreference_t pref = NULL;
-    cublasLtMatmulHeuristicResult_t res;
+    cublasLtMatmulHeuristicResult_t res[LT_CANDIDATES];
     int nres = 0;
 #define LT_OK(call) ((call) == CUBLAS_STATUS_SUCCESS)
     int ok = LT_OK(cublasLtMatmulDescCreate(&e->desc, cty, CUDA_R_32F)) &&
@@ -447,11 +513,12 @@ static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes)
          LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof align)) &&
          LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align)) &&
          LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align)) &&
-         LT_OK(cublasLtMatmulAlgoGetHeuristic(lt, e->desc, e->la, e->lb, e->lc, e->lc, pref, 1, &res, &nres)) &&
-         nres > 0 && res.state == CUBLAS_STATUS_SUCCESS;
+         LT_OK(cublasLtMatmulAlgoGetHeuristic(lt, e->desc, e->la, e->lb, e->lc, e->lc, pref, LT_CANDIDATES, res,
+                                              &nres)) &&
+         nres > 0 && res[0].state == CUBLAS_STATUS_SUCCESS;
 #undef LT_OK
     if (ok) {
-        e->algo = res.algo;
+        e->algo = res[tune ? gemm_pick(e, lt, res, nres, ws_bytes, tune) : 0].algo;
         e->ok = 1;
     }
     if (pref)
@@ -496,7 +563,8 @@ static keel_status_t gemm_lt(void *ctx, const keel_gemm_params_t *p)
         key.sw = p->stride_a, key.sx = p->stride_b, key.sy = p->stride_c;
     key.align = alignment_of(p->a, p->b, p->c);
     int owned;
-    lt_entry_t *e = lt_lookup(&key, lt, wsb, &owned);
+    gemm_tune_t tune = {p, s, ws};
+    lt_entry_t *e = lt_lookup(&key, lt, wsb, &owned, &tune);
     if (!e)
         return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_gemm: no host memory for a cuBLASLt plan");
     cublasStatus_t cs = CUBLAS_STATUS_NOT_SUPPORTED;
@@ -541,7 +609,7 @@ static keel_status_t dense_lt(void *ctx, const keel_dense_params_t *p)
     if (key.compute)
         key.compute = KEEL_COMPUTE_TF32;
     int owned;
-    lt_entry_t *e = lt_lookup(&key, lt, wsb, &owned);
+    lt_entry_t *e = lt_lookup(&key, lt, wsb, &owned, NULL);
     if (!e)
         return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_dense: no host memory for a cuBLASLt plan");
     if (!e->ok) {
