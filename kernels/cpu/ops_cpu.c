@@ -32,8 +32,10 @@
  * it: twice the width of the SSE2 baseline the library is compiled for.
  * avx2 only, not fma: no multiply-add is contracted, so both builds give
  * the same bits. Reductions keep one build (a wider vector would change the
- * order of their sums between machines). */
-#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)
+ * order of their sums between machines). Not under ThreadSanitizer: the
+ * ifunc resolvers run before its runtime is set up, and every program
+ * crashed at load. */
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) && !defined(__SANITIZE_THREAD__)
 #if __has_attribute(target_clones)
 #define VEC HOT __attribute__((target_clones("avx2", "default")))
 #endif
