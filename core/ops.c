@@ -12,7 +12,9 @@
 #include "core/internal.h"
 #include "keel/backend_ops.h"
 
-size_t keel_dtype_size(keel_dtype_t dtype)
+/* The size of a dtype, 0 for a value that is none; inline on the checks'
+ * path, where the exported keel_dtype_size would cost a PLT hop. */
+static inline __attribute__((always_inline)) size_t dsize(keel_dtype_t dtype)
 {
     switch (dtype) {
     case KEEL_F32: return 4;
@@ -21,6 +23,11 @@ size_t keel_dtype_size(keel_dtype_t dtype)
     case KEEL_BF16: return 2;
     }
     return 0;
+}
+
+size_t keel_dtype_size(keel_dtype_t dtype)
+{
+    return dsize(dtype);
 }
 
 const char *keel_dtype_name(keel_dtype_t dtype)
@@ -41,17 +48,6 @@ const char *keel_dtype_name(keel_dtype_t dtype)
 #define COLD __attribute__((cold, noinline))
 #define HOT_INLINE static inline __attribute__((always_inline))
 
-/* keel_dtype_size without the exported symbol's PLT hop. */
-HOT_INLINE size_t dsize(keel_dtype_t dtype)
-{
-    switch (dtype) {
-    case KEEL_F32: return 4;
-    case KEEL_F64: return 8;
-    case KEEL_F16:
-    case KEEL_BF16: return 2;
-    }
-    return 0;
-}
 
 static COLD keel_status_t get_ops_error(keel_stream_t *stream, const char *fn)
 {
