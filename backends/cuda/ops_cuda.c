@@ -437,13 +437,12 @@ static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeu
     if (nres < 2 || 2.0 * (double)p->m * (double)p->n * (double)p->k * (double)p->batch_count > LT_TUNE_MAX_FLOP ||
         cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone)
         return 0;
-    size_t es = p->c_type == KEEL_F64 ? 8 : p->c_type == KEEL_F32 ? 4 : 2;
     size_t extent = (p->batch_count - 1) * p->stride_c + (p->n - 1) * p->ldc + p->m;
     void *d = NULL;
     cudaEvent_t t0 = NULL, t1 = NULL;
     int best = 0;
     float best_ms = 0;
-    if (cudaMallocAsync(&d, extent * es, st) != cudaSuccess) {
+    if (cudaMallocAsync(&d, extent * esize(p->c_type), st) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
@@ -452,11 +451,10 @@ static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeu
         for (int i = 0; i < nres; i++) {
             if (res[i].state != CUBLAS_STATUS_SUCCESS)
                 continue;
-            int ok = cublasLtMatmul(lt, e->desc, &fa, p->a, e->la, p->b, e->lb, &fb, p->c, e->lc, d, e->lc,
-                                    &res[i].algo, tune->ws, ws_bytes, st) == CUBLAS_STATUS_SUCCESS &&
-                     cudaEventRecord(t0, st) == cudaSuccess;
-            for (int r = 0; ok && r < 2; r++)
-                ok = cublasLtMatmul(lt, e->desc, &fa, p->a, e->la, p->b, e->lb, &fb, p->c, e->lc, d, e->lc,
+            int ok = 1;
+            for (int r = 0; ok && r < 3; r++) /* a warm-up, then t0, then two timed runs */
+                ok = (r != 1 || cudaEventRecord(t0, st) == cudaSuccess) &&
+                     cublasLtMatmul(lt, e->desc, &fa, p->a, e->la, p->b, e->lb, &fb, p->c, e->lc, d, e->lc,
                                     &res[i].algo, tune->ws, ws_bytes, st) == CUBLAS_STATUS_SUCCESS;
             float ms = 0;
             if (ok && cudaEventRecord(t1, st) == cudaSuccess && cudaEventSynchronize(t1) == cudaSuccess &&
@@ -473,6 +471,15 @@ static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeu
         cudaEventDestroy(t1);
     cudaFreeAsync(d, st);
     return best;
+}
+
+/* A layout as a strided batch of `batch` matrices, `stride` elements apart. */
+static int set_batch(cublasLtMatrixLayout_t l, int32_t batch, int64_t stride)
+{
+    return cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch) ==
+               CUBLAS_STATUS_SUCCESS &&
+           cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride) ==
+               CUBLAS_STATUS_SUCCESS;
 }
 
 /* A GEMM plan: column-major layouts (strided batches when batch > 1), the
@@ -500,20 +507,16 @@ static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, c
              LT_OK(cublasLtMatrixLayoutCreate(&e->lb, cuda_type(at), br, bc, (int64_t)key->ldx)) &&
              LT_OK(cublasLtMatrixLayoutCreate(&e->lc, cuda_type(ct), key->m, key->n, (int64_t)key->ldy));
     if (ok && batch > 1)
-        ok = LT_OK(cublasLtMatrixLayoutSetAttribute(e->la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch)) &&
-             LT_OK(cublasLtMatrixLayoutSetAttribute(e->la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sw, sizeof sw)) &&
-             LT_OK(cublasLtMatrixLayoutSetAttribute(e->lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch)) &&
-             LT_OK(cublasLtMatrixLayoutSetAttribute(e->lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sx, sizeof sx)) &&
-             LT_OK(cublasLtMatrixLayoutSetAttribute(e->lc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch)) &&
-             LT_OK(cublasLtMatrixLayoutSetAttribute(e->lc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sy, sizeof sy));
+        ok = set_batch(e->la, batch, sw) && set_batch(e->lb, batch, sx) && set_batch(e->lc, batch, sy);
     ok = ok && LT_OK(cublasLtMatmulPreferenceCreate(&pref)) &&
          LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                                    sizeof ws_bytes)) &&
-         LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align, sizeof align)) &&
-         LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof align)) &&
-         LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align)) &&
-         LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align)) &&
-         LT_OK(cublasLtMatmulAlgoGetHeuristic(lt, e->desc, e->la, e->lb, e->lc, e->lc, pref, LT_CANDIDATES, res,
+                                                    sizeof ws_bytes));
+    static const cublasLtMatmulPreferenceAttributes_t min_align[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (size_t i = 0; ok && i < sizeof min_align / sizeof min_align[0]; i++)
+        ok = LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, min_align[i], &align, sizeof align));
+    ok = ok && LT_OK(cublasLtMatmulAlgoGetHeuristic(lt, e->desc, e->la, e->lb, e->lc, e->lc, pref, LT_CANDIDATES, res,
                                               &nres)) &&
          nres > 0 && res[0].state == CUBLAS_STATUS_SUCCESS;
 #undef LT_OK
@@ -523,6 +526,15 @@ static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, c
     }
     if (pref)
         cublasLtMatmulPreferenceDestroy(pref);
+}
+
+/* The stream's cuBLASLt handle and workspace, and a zeroed plan key for its device. */
+static keel_status_t lt_start(void *ctx, cublasLtHandle_t *lt, void **ws, size_t *wsb, lt_key_t *key)
+{
+    keel_status_t st = keel__cuda_cublaslt(ctx, lt, ws, wsb);
+    memset(key, 0, sizeof *key);
+    key->device = ((keel__cuda_stream_t *)ctx)->dev->ordinal;
+    return st;
 }
 
 /* The largest power of two (at most 256) that divides every address. */
@@ -543,14 +555,12 @@ static keel_status_t gemm_lt(void *ctx, const keel_gemm_params_t *p)
     cublasLtHandle_t lt;
     void *ws;
     size_t wsb;
-    keel_status_t st = keel__cuda_cublaslt(ctx, &lt, &ws, &wsb);
+    lt_key_t key;
+    keel_status_t st = lt_start(ctx, &lt, &ws, &wsb, &key);
     if (st != KEEL_OK)
         return st;
     keel__cuda_stream_t *s = ctx;
-    lt_key_t key;
-    memset(&key, 0, sizeof key);
     key.op = 1;
-    key.device = s->dev->ordinal;
     key.dtype = (int)p->a_type;
     key.ctype = (int)p->c_type;
     key.compute = p->compute == KEEL_COMPUTE_TF32 && p->a_type == KEEL_F32 ? KEEL_COMPUTE_TF32 : 0;
@@ -591,13 +601,11 @@ static keel_status_t dense_lt(void *ctx, const keel_dense_params_t *p)
     cublasLtHandle_t lt;
     void *ws;
     size_t wsb;
-    keel_status_t st = keel__cuda_cublaslt(ctx, &lt, &ws, &wsb);
+    lt_key_t key;
+    keel_status_t st = lt_start(ctx, &lt, &ws, &wsb, &key);
     if (st != KEEL_OK)
         return st;
     keel__cuda_stream_t *s = ctx;
-    lt_key_t key;
-    memset(&key, 0, sizeof key);
-    key.device = s->dev->ordinal;
     key.dtype = (int)p->dtype;
     key.compute = p->dtype == KEEL_F32 && p->compute == KEEL_COMPUTE_TF32;
     key.act = (int)p->act;
