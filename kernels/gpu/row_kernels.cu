@@ -794,13 +794,13 @@ cudaError_t launch_softmax(cudaStream_t s, size_t rows, size_t cols, const void 
     bool cache = bytes <= row_cache_limit();
     bool vec = row_vec_ok<T>(cols, ldx, ldy, x, y);
     size_t np = vec ? cols / Pack<T>::N : cols;
-    if (np <= 256 && cols <= 1024) {
-        /* a warp per row, 8 rows per block; at most 32 values per lane in registers */
+    if (!vec && np <= 256) {
+        /* a warp per row, 8 rows per block; at most 8 values per lane in
+         * registers. Aligned short rows never get here: launch_rows_fast
+         * takes every one of them. */
         size_t blocks = (rows + 7) / 8, cap = (size_t)sm_count() * 16;
         unsigned gw = (unsigned)(blocks < cap ? blocks : cap);
-#define KEEL_SOFTMAX_WARP(MAXP)                                                                          \
-    (vec ? softmax_warp_kernel<T, MAXP, true><<<gw, 256, 0, s>>>(px, ldx, py, ldy, rows, cols, lg)          \
-         : softmax_warp_kernel<T, MAXP, false><<<gw, 256, 0, s>>>(px, ldx, py, ldy, rows, cols, lg))
+#define KEEL_SOFTMAX_WARP(MAXP) softmax_warp_kernel<T, MAXP, false><<<gw, 256, 0, s>>>(px, ldx, py, ldy, rows, cols, lg)
         if (np <= 32)
             KEEL_SOFTMAX_WARP(1);
         else if (np <= 64)
