@@ -146,5 +146,19 @@ else
     fail "$readme not found"
 fi
 
+# --- loadable late -------------------------------------------------------
+# Python tools open libkeel with dlopen after other libraries (torch) took
+# the static TLS that glibc keeps for that; a library built with
+# initial-exec TLS then fails to load ("cannot allocate memory in static TLS
+# block"). The linker marks such a library STATIC_TLS.
+for lib in ./.libs/libkeel.so ./.libs/keel-cuda.so; do
+    [ -f "$lib" ] && command -v readelf >/dev/null 2>&1 || continue
+    if readelf -d "$lib" | grep -q 'STATIC_TLS'; then
+        fail "$lib needs static TLS: it cannot be opened with dlopen once that is used up"
+    else
+        pass "$lib needs no static TLS"
+    fi
+done
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]
