@@ -300,6 +300,9 @@ struct kt_gate {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int open;
+    int timed;       /* a timer thread (kt_gate_open_later) is to be joined */
+    unsigned ms;
+    pthread_t timer;
     struct kt_gate *next;
 };
 
@@ -370,10 +373,52 @@ void kt_gate_open(kt_gate_t *g)
     pthread_mutex_unlock(&g->lock);
 }
 
+static void *gate_timer(void *p)
+{
+    kt_gate_t *g = p;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += g->ms / 1000;
+    until.tv_nsec += (long)(g->ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&g->lock);
+    while (!g->open && pthread_cond_timedwait(&g->cond, &g->lock, &until) != ETIMEDOUT)
+        ;
+    g->open = 1;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+    return NULL;
+}
+
+int kt_gate_open_later(kt_gate_t *g, unsigned ms)
+{
+    g->ms = ms;
+    if (pthread_create(&g->timer, NULL, gate_timer, g) != 0)
+        return -1;
+    g->timed = 1;
+    return 0;
+}
+
+int kt_gate_is_open(kt_gate_t *g)
+{
+    pthread_mutex_lock(&g->lock);
+    int open = g->open;
+    pthread_mutex_unlock(&g->lock);
+    return open;
+}
+
 void kt_gate_free(kt_gate_t *g)
 {
     if (g == NULL)
         return;
+    if (g->timed) {
+        kt_gate_open(g); /* the timer thread returns at once */
+        pthread_join(g->timer, NULL);
+        g->timed = 0;
+    }
     int found = 0;
     pthread_mutex_lock(&gates_lock);
     for (kt_gate_t **p = &live_gates; *p; p = &(*p)->next) {

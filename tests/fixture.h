@@ -137,6 +137,13 @@ kt_gate_t *kt_gate_new(void);
 /* Enqueues a host function on @p s that blocks until kt_gate_open. */
 keel_status_t kt_gate_enqueue(kt_gate_t *g, keel_stream_t *s);
 void kt_gate_open(kt_gate_t *g);
+/* Opens @p g from another thread after @p ms milliseconds unless it is open
+ * by then; kt_gate_free waits for that thread. For a test whose next call
+ * may block until the stream runs (a tool such as compute-sanitizer makes
+ * kernel launches synchronous): without it such a test would hang. */
+int kt_gate_open_later(kt_gate_t *g, unsigned ms);
+/* Whether @p g has been opened (by kt_gate_open or the timer). */
+int kt_gate_is_open(kt_gate_t *g);
 void kt_gate_free(kt_gate_t *g);
 
 /* A test case whose teardown opens the gates a failed test left closed. */
