@@ -82,6 +82,30 @@ inline unsigned grid_for(size_t items, int threads = THREADS)
     return blocks ? (unsigned)blocks : 1u;
 }
 
+// One thread per item, as many blocks as that takes: the elementwise
+// kernels run their loop body once per thread. On the H200 this measured
+// 0.997 of a device-to-device copy for gelu against 0.93 with grid_for's
+// capped grid and a grid-stride loop (each thread's next pack waits for the
+// previous store). The kernels keep the loop for grids past the limit.
+inline unsigned grid_flat(size_t items, int threads = THREADS)
+{
+    size_t blocks = (items + threads - 1) / threads;
+    if (blocks > 0x7fffffffu)
+        blocks = 0x7fffffffu;
+    return blocks ? (unsigned)blocks : 1u;
+}
+
+// i % m and i / m, in 32 bits when both fit (a 64-bit division is a
+// long instruction sequence on the GPU; `narrow` is uniform per launch).
+__device__ inline size_t idx_mod(size_t i, size_t m, bool narrow)
+{
+    return narrow ? (size_t)((uint32_t)i % (uint32_t)m) : i % m;
+}
+__device__ inline size_t idx_div(size_t i, size_t m, bool narrow)
+{
+    return narrow ? (size_t)((uint32_t)i / (uint32_t)m) : i / m;
+}
+
 // Threads for one block per row of `cols` elements, and the grid of such blocks.
 inline int row_threads(size_t cols)
 {

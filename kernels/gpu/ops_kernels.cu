@@ -57,9 +57,9 @@ __global__ void map_kernel(const T *__restrict__ x, T *__restrict__ y, size_t n,
 template <typename T, typename F> cudaError_t launch_map(cudaStream_t s, const T *x, T *y, size_t n, F f)
 {
     if (aligned16(x) && aligned16(y)) {
-        map_kernel<T, true><<<grid_for(n / Pack<T>::N + 1), THREADS, 0, s>>>(x, y, n, f);
+        map_kernel<T, true><<<grid_flat(n / Pack<T>::N + 1), THREADS, 0, s>>>(x, y, n, f);
     } else {
-        map_kernel<T, false><<<grid_for(n), THREADS, 0, s>>>(x, y, n, f);
+        map_kernel<T, false><<<grid_flat(n), THREADS, 0, s>>>(x, y, n, f);
     }
     return cudaGetLastError();
 }
@@ -88,7 +88,7 @@ template <typename T> __global__ void fill_kernel(T *__restrict__ p, size_t n, T
 template <typename T> cudaError_t launch_fill(cudaStream_t s, T *p, size_t n, T v)
 {
     bool vec = aligned16(p);
-    fill_kernel<T><<<grid_for(vec ? n / Pack<T>::N + 1 : n), THREADS, 0, s>>>(p, n, v, vec);
+    fill_kernel<T><<<grid_flat(vec ? n / Pack<T>::N + 1 : n), THREADS, 0, s>>>(p, n, v, vec);
     return cudaGetLastError();
 }
 
@@ -141,9 +141,9 @@ __global__ void cast_kernel(const S *__restrict__ src, D *__restrict__ dst, size
 template <typename S, typename D> void launch_cast_pair(cudaStream_t s, const S *src, D *dst, size_t n)
 {
     if (aligned16(src) && aligned16(dst))
-        cast_kernel<S, D, true><<<grid_for(n / 8 + 1), THREADS, 0, s>>>(src, dst, n);
+        cast_kernel<S, D, true><<<grid_flat(n / 8 + 1), THREADS, 0, s>>>(src, dst, n);
     else
-        cast_kernel<S, D, false><<<grid_for(n), THREADS, 0, s>>>(src, dst, n);
+        cast_kernel<S, D, false><<<grid_flat(n), THREADS, 0, s>>>(src, dst, n);
 }
 
 template <typename S> cudaError_t launch_cast_to(cudaStream_t s, const S *src, int ddt, void *dst, size_t n)
@@ -205,19 +205,19 @@ __global__ void binary_flat_kernel(const T *__restrict__ a, const T *__restrict_
     typedef Num<T> NT;
     size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
     size_t done = 0;
+    bool narrow = n <= 0xffffffffu;
     if (VEC) {
         constexpr int N = Pack<T>::N;
-        size_t np = n / N;
+        size_t np = n / N, cp = cols / N; // cols % N == 0 when b is broadcast
         #pragma unroll 4
         for (size_t i = tid; i < np; i += stride) {
             Pack<T> pa = reinterpret_cast<const Pack<T> *>(a)[i], pb;
-            size_t e = i * N;
             if (MODE == 0)
                 pb = reinterpret_cast<const Pack<T> *>(b)[i];
             else if (MODE == 1)
-                pb = reinterpret_cast<const Pack<T> *>(b)[(e % cols) / N]; // cols % N == 0
+                pb = reinterpret_cast<const Pack<T> *>(b)[idx_mod(i, cp, narrow)];
             else {
-                T bv = b[e / cols];                                           // cols % N == 0
+                T bv = b[idx_div(i, cp, narrow)];
 #pragma unroll
                 for (int k = 0; k < N; k++)
                     pb.v[k] = bv;
@@ -230,7 +230,7 @@ __global__ void binary_flat_kernel(const T *__restrict__ a, const T *__restrict_
         done = np * N;
     }
     for (size_t e = done + tid; e < n; e += stride) {
-        T bv = MODE == 0 ? b[e] : MODE == 1 ? b[e % cols] : b[e / cols];
+        T bv = MODE == 0 ? b[e] : MODE == 1 ? b[idx_mod(e, cols, narrow)] : b[idx_div(e, cols, narrow)];
         y[e] = NT::st(binop<OP>(alpha * NT::ld(a[e]), beta * NT::ld(bv)));
     }
 }
@@ -259,7 +259,7 @@ cudaError_t launch_binary_op(cudaStream_t s, int bc, size_t rows, size_t cols, d
     if (contiguous) {
         size_t n = rows * cols;
         bool vec = aligned16(a) && aligned16(y) && (bc == 2 || aligned16(b)) && (bc == 0 || cols % N == 0);
-        unsigned g = grid_for(vec ? n / N + 1 : n);
+        unsigned g = grid_flat(vec ? n / N + 1 : n);
 #define KEEL_BIN_LAUNCH(MODE)                                                                                  \
     (vec ? binary_flat_kernel<T, OP, MODE, true><<<g, THREADS, 0, s>>>(a, b, y, n, cols, (C)alpha, (C)beta)    \
          : binary_flat_kernel<T, OP, MODE, false><<<g, THREADS, 0, s>>>(a, b, y, n, cols, (C)alpha, (C)beta))

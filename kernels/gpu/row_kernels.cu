@@ -695,8 +695,10 @@ template <typename T, bool LN, int G, int PPT>
 cudaError_t launch_group(cudaStream_t s, size_t rows, size_t cols, const T *x, size_t ldx, const T *gm,
                          const T *bt, double eps, int lg, T *y, size_t ldy)
 {
-    size_t warps = (rows + (32 / G) - 1) / (32 / G), blocks = (warps + 7) / 8, cap = (size_t)sm_count() * 32;
-    unsigned g = (unsigned)(blocks < cap ? blocks : cap);
+    // A block per 8 warps of rows, however many that is: a capped grid
+    // looping over rows measured 2.5 % slower (softmax 524288 x 128 f32).
+    size_t warps = (rows + (32 / G) - 1) / (32 / G), blocks = (warps + 7) / 8;
+    unsigned g = (unsigned)(blocks < 0x7fffffffu ? blocks : 0x7fffffffu);
     rows_group_kernel<T, LN, G, PPT><<<g, 256, 0, s>>>(x, ldx, gm, bt, eps, lg, y, ldy, rows, cols);
     return cudaGetLastError();
 }
