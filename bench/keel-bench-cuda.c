@@ -259,19 +259,25 @@ static double copy_bw(int keel, void *arg)
 
 /* ---- stream-ordered allocation ---- */
 
+/* arg: the size in bytes; with its lowest bit set, every other pair asks
+ * for 256 bytes more, so that Keel's reuse of the block the stream freed
+ * last never applies (each allocation releases the kept block, then
+ * allocates from the pool: the same two CUDA calls as the raw loop). */
 static double alloc_free(int keel, void *arg)
 {
-    size_t bytes = (size_t)arg;
+    size_t bytes = (size_t)arg & ~(size_t)1;
+    int alternate = (int)((size_t)arg & 1);
     const int n = 1000;
     sync_both();
     double t0 = now();
     for (int i = 0; i < n; i++) {
         void *p;
+        size_t b = bytes + (alternate && (i & 1) ? 256 : 0);
         if (keel) {
-            keel_malloc_async(ks, bytes, &p);
+            keel_malloc_async(ks, b, &p);
             keel_free_async(p, ks);
         } else {
-            cudaMallocAsync(&p, bytes, rs);
+            cudaMallocAsync(&p, b, rs);
             cudaFreeAsync(p, rs);
         }
     }
@@ -459,6 +465,8 @@ pageable:;
     row("malloc_async+free_async 1 MiB", "us", r, k, 0, 1.10);
     compare(alloc_free, (void *)(size_t)(64u << 20), &r, &k);
     row("malloc_async+free_async 64 MiB", "us", r, k, 0, 1.10);
+    compare(alloc_free, (void *)(size_t)((1u << 20) | 1), &r, &k);
+    row("  the same, sizes alternate (no reuse)", "us", r, k, 0, 0);
 
 checks:
     printf("\n");

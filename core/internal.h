@@ -59,6 +59,9 @@ struct keel_device {
     unsigned max_threads_per_block;
     unsigned max_block[3];
     unsigned max_grid[3];
+    /* Streams of this device that hold a block for reuse (core/reuse.c). */
+    pthread_mutex_t reuse_lock;
+    struct keel_stream *reuse_list;
 };
 
 struct keel_stream {
@@ -68,6 +71,13 @@ struct keel_stream {
     int priority;
     int is_default;
     atomic_int capturing;
+    /* The block the last keel_free_async on this stream kept for the next
+     * keel_malloc_async of the same size here (core/reuse.c; guarded by
+     * the device's reuse_lock). */
+    void *reuse_ptr;
+    size_t reuse_size;
+    int reuse_stream_ordered;
+    struct keel_stream *reuse_next, **reuse_pprev;
 };
 
 struct keel_event {
@@ -152,6 +162,29 @@ KEEL_HIDDEN int keel__registry_find(const void *ptr, keel__alloc_t *out);
  * call: the validation fast path of the built-in operations reads it in
  * place. */
 KEEL_HIDDEN const keel__alloc_t *keel__registry_lookup(const void *ptr);
+
+/* ---- stream-ordered block reuse (core/reuse.c) ----
+ * keel_free_async keeps the block it frees on its stream, one per stream and
+ * at most KEEL__REUSE_MAX bytes, and the next keel_malloc_async of the same
+ * size on that stream takes it back without a backend call. The block is out
+ * of the registry meanwhile, so the freed pointer stays invalid. */
+#define KEEL__REUSE_MAX ((size_t)256 << 20)
+/* Frees a block through the backend as keel_free_async does: free_async
+ * where the block is stream-ordered, else synchronize the device and free. */
+KEEL_HIDDEN keel_status_t keel__reuse_release(struct keel_stream *s, void *p, int stream_ordered);
+/* Keeps a stream-ordered block on s when s holds none and it is at most
+ * KEEL__REUSE_MAX bytes, else releases it. */
+KEEL_HIDDEN keel_status_t keel__reuse_put(struct keel_stream *s, void *p, size_t size, int stream_ordered);
+/* *hit = 1 and the block in *p when s holds one of exactly size bytes; a
+ * block of another size is released (its error is returned). */
+KEEL_HIDDEN keel_status_t keel__reuse_take(struct keel_stream *s, size_t size, void **p, int *stream_ordered,
+                                           int *hit);
+/* Releases the block s holds (before the stream is destroyed). */
+KEEL_HIDDEN keel_status_t keel__reuse_drop(struct keel_stream *s);
+/* Releases every block the streams of dev hold and waits for the device,
+ * so that an allocation that failed can try again; *released says whether
+ * there was any. */
+KEEL_HIDDEN keel_status_t keel__reuse_flush(struct keel_device *dev, int *released);
 
 /* ---- the built-in CPU backend (backends/cpu) ---- */
 KEEL_HIDDEN const keel_backend_plugin_t *keel__cpu_backend_init(const keel_host_api_t *host);

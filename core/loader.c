@@ -232,6 +232,7 @@ static void load_backend(struct keel_backend *b)
         d->index = i;
         snprintf(d->name, sizeof(d->name), "%s:%d", b->name, i);
         pthread_mutex_init(&d->open_lock, NULL);
+        pthread_mutex_init(&d->reuse_lock, NULL);
     }
     b->description = desc ? desc : b->name;
     b->plugin = p;

@@ -25,6 +25,10 @@ static keel_status_t alloc_kind(keel_device_t *device, size_t bytes, void **ptr,
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: size is 0 bytes", fn);
     void *p = NULL;
     st = device->plugin->memory->alloc(device->ctx, kind, bytes, &p);
+    int released = 0;
+    if (st == KEEL_ERROR_OUT_OF_MEMORY && kind != KEEL_MEMORY_PINNED &&
+        keel__reuse_flush(device, &released) == KEEL_OK && released)
+        st = device->plugin->memory->alloc(device->ctx, kind, bytes, &p); /* blocks kept for reuse are back */
     if (st != KEEL_OK)
         return keel__prefix_error(st, "%s: %zu bytes of %s memory on %s", fn, bytes, kind_name(kind), device->name);
     st = keel__registry_add(p, bytes, kind, device, 0);
@@ -107,6 +111,13 @@ keel_status_t keel_free(void *ptr)
         KEEL__CHECK_HANDLE(s, KEEL__MAGIC_STREAM, fn, "stream");                                            \
     } while (0)
 
+static keel_status_t alloc_async_once(struct keel_stream *s, size_t bytes, void **p)
+{
+    struct keel_device *d = s->device;
+    const keel_memory_vtable_t *m = d->plugin->memory;
+    return m->alloc_async ? m->alloc_async(s->ctx, bytes, p) : m->alloc(d->ctx, KEEL_MEMORY_DEVICE, bytes, p);
+}
+
 keel_status_t keel_malloc_async(keel_stream_t *stream, size_t bytes, void **ptr)
 {
     CHECK_STREAM(stream, "keel_malloc_async");
@@ -119,16 +130,22 @@ keel_status_t keel_malloc_async(keel_stream_t *stream, size_t bytes, void **ptr)
     struct keel_device *d = stream->device;
     const keel_memory_vtable_t *m = d->plugin->memory;
     void *p = NULL;
-    keel_status_t st = m->alloc_async ? m->alloc_async(stream->ctx, bytes, &p)
-                                      : m->alloc(d->ctx, KEEL_MEMORY_DEVICE, bytes, &p);
+    int hit, stream_ordered;
+    keel_status_t st = keel__reuse_take(stream, bytes, &p, &stream_ordered, &hit);
     if (st != KEEL_OK)
-        return keel__prefix_error(st, "keel_malloc_async: %zu bytes on %s", bytes, d->name);
-    st = keel__registry_add(p, bytes, KEEL_MEMORY_DEVICE, d, m->alloc_async != NULL);
+        return keel__prefix_error(st, "keel_malloc_async: freeing the block kept for reuse on the stream");
+    if (!hit) {
+        stream_ordered = m->alloc_async != NULL;
+        st = alloc_async_once(stream, bytes, &p);
+        int released = 0;
+        if (st == KEEL_ERROR_OUT_OF_MEMORY && keel__reuse_flush(d, &released) == KEEL_OK && released)
+            st = alloc_async_once(stream, bytes, &p); /* blocks kept for reuse are back */
+        if (st != KEEL_OK)
+            return keel__prefix_error(st, "keel_malloc_async: %zu bytes on %s", bytes, d->name);
+    }
+    st = keel__registry_add(p, bytes, KEEL_MEMORY_DEVICE, d, stream_ordered);
     if (st != KEEL_OK) {
-        if (m->alloc_async && m->free_async)
-            m->free_async(stream->ctx, p);
-        else
-            m->free(d->ctx, KEEL_MEMORY_DEVICE, p);
+        keel__reuse_release(stream, p, stream_ordered);
         return st;
     }
     *ptr = p;
@@ -157,16 +174,7 @@ keel_status_t keel_free_async(void *ptr, keel_stream_t *stream)
                                "keel_free_async: %p is %s memory; only device memory is freed stream-ordered (use keel_free)",
                                ptr, kind_name(a.kind));
     }
-    const keel_memory_vtable_t *m = stream->device->plugin->memory;
-    keel_status_t st;
-    if (a.stream_ordered && m->free_async) {
-        st = m->free_async(stream->ctx, ptr);
-    } else {
-        /* Not stream-ordered memory: as keel_free, wait for the whole device. */
-        st = stream->device->plugin->device->synchronize(stream->device->ctx);
-        if (st == KEEL_OK)
-            st = m->free(stream->device->ctx, KEEL_MEMORY_DEVICE, ptr);
-    }
+    keel_status_t st = keel__reuse_put(stream, ptr, a.size, a.stream_ordered);
     if (st != KEEL_OK) {
         keel__registry_add(ptr, a.size, a.kind, a.device, a.stream_ordered);
         return not_freed(st, "keel_free_async", ptr, stream->device);

@@ -47,7 +47,11 @@ keel_status_t keel_stream_destroy(keel_stream_t *stream)
                                stream->device->name);
     if (atomic_load(&stream->capturing))
         return keel__set_error(KEEL_ERROR_BUSY, "keel_stream_destroy: the stream is capturing a graph; end the capture first");
-    keel_status_t st = stream->device->plugin->stream->destroy(stream->ctx);
+    /* The block kept for reuse goes back first, ordered on this stream. */
+    keel_status_t st = keel__reuse_drop(stream);
+    if (st != KEEL_OK)
+        return keel__prefix_error(st, "keel_stream_destroy: freeing the block kept for reuse on the stream");
+    st = stream->device->plugin->stream->destroy(stream->ctx);
     if (st == KEEL_ERROR_BUSY) /* refused (e.g. from its own host function): the stream lives on */
         return st;
     keel__handle_release(stream);

@@ -11,6 +11,10 @@
  *   find:<name>                "find:<name> <STATUS> <detail>"
  *   get:<backend>:<i>          "get:<backend>:<i> <STATUS> <device name | detail>"
  *   alloc:<backend>:<i>:<n>    "alloc:... <STATUS> <detail>"  (the memory is kept until exit)
+ *   reuse:<backend>:<i>:<n>    keel_malloc_async of n bytes on a new stream, keel_free_async (the stream
+ *                              keeps the block for reuse), then keel_malloc of n bytes and
+ *                              keel_malloc_async of n bytes on another stream: "reuse:... <STATUS> <detail>"
+ *                              (the first failure; all memory is freed again)
  *   meminfo:<backend>:<i>      "meminfo:... <STATUS> free=<n> total=<n>"
  *   props:<backend>:<i>        "props:... <STATUS> total=<n> name=<name>"
  *   loglevel                   "loglevel OK <n>"
@@ -78,6 +82,37 @@ static keel_status_t device_of(const char *spec, keel_device_t **dev)
     return keel_device_get(name, idx, dev);
 }
 
+/* The "reuse" command: a block kept for reuse on one stream must not make
+ * another allocation of the device run out of memory, synchronous or
+ * stream-ordered on another stream. */
+static keel_status_t reuse_then_alloc(keel_device_t *dev, size_t n)
+{
+    keel_stream_t *s = NULL, *s2 = NULL;
+    void *p = NULL, *q = NULL, *r = NULL;
+    keel_status_t st = keel_stream_create(dev, 0, 0, &s);
+    if (st == KEEL_OK)
+        st = keel_stream_create(dev, 0, 0, &s2);
+    if (st == KEEL_OK)
+        st = keel_malloc_async(s, n, &p);
+    if (st == KEEL_OK)
+        st = keel_free_async(p, s); /* s keeps the block */
+    if (st == KEEL_OK)
+        st = keel_malloc(dev, n, &q);
+    if (st == KEEL_OK)
+        st = keel_free(q);
+    if (st == KEEL_OK)
+        st = keel_malloc_async(s, n, &p);
+    if (st == KEEL_OK)
+        st = keel_free_async(p, s); /* kept again */
+    if (st == KEEL_OK)
+        st = keel_malloc_async(s2, n, &r);
+    if (st == KEEL_OK)
+        st = keel_free_async(r, s2);
+    keel_status_t st2 = s2 ? keel_stream_destroy(s2) : KEEL_OK;
+    keel_status_t st3 = s ? keel_stream_destroy(s) : KEEL_OK;
+    return st != KEEL_OK ? st : st2 != KEEL_OK ? st2 : st3;
+}
+
 int main(int argc, char **argv)
 {
     char buf[512];
@@ -129,6 +164,15 @@ int main(int argc, char **argv)
             void *p = NULL;
             if (s == KEEL_OK)
                 s = keel_malloc(dev, strtoull(last + 1, NULL, 10), &p);
+            print_status(cmd, s, "");
+        } else if (strncmp(cmd, "reuse:", 6) == 0) {
+            keel_device_t *dev = NULL;
+            const char *last = strrchr(cmd, ':');
+            char spec[128];
+            snprintf(spec, sizeof spec, "%.*s", (int)(last - (cmd + 6)), cmd + 6);
+            keel_status_t s = device_of(spec, &dev);
+            if (s == KEEL_OK)
+                s = reuse_then_alloc(dev, strtoull(last + 1, NULL, 10));
             print_status(cmd, s, "");
         } else if (strncmp(cmd, "meminfo:", 8) == 0) {
             keel_device_t *dev = NULL;

@@ -403,6 +403,21 @@ START_TEST(malformed_cpu_variables_are_invalid_environment)
 }
 END_TEST
 
+/* A block that keel_free_async keeps on its stream for reuse counts against
+ * the cap until it is released: an allocation that would fail because of it
+ * releases the kept blocks and succeeds. With 2 MiB blocks under a 3 MiB
+ * cap, the second allocation fails unless the first block went back. */
+START_TEST(blocks_kept_for_reuse_give_way_to_other_allocations)
+{
+    probe_t p = run(ENV("KEEL_BACKEND=cpu", "KEEL_CPU_MEMORY_LIMIT=3M"),
+                    CMDS("reuse:cpu:0:2097152", "alloc:cpu:0:3145728"));
+    EXPECT_STATUS(p, "reuse:cpu:0:2097152", "OK");
+    /* Destroying the streams gave every block back: the whole cap is free. */
+    EXPECT_STATUS(p, "alloc:cpu:0:3145728", "OK");
+    done(&p);
+}
+END_TEST
+
 START_TEST(cpu_memory_limit_caps_each_device_and_is_recoverable)
 {
     probe_t p = run(ENV("KEEL_BACKEND=cpu", "KEEL_CPU_DEVICES=2", "KEEL_CPU_MEMORY_LIMIT=64M"),
@@ -510,6 +525,7 @@ static Suite *suite(void)
     tcase_add_test(tcpu, cpu_devices_sets_the_device_count);
     tcase_add_test(tcpu, malformed_cpu_variables_are_invalid_environment);
     tcase_add_test(tcpu, cpu_memory_limit_caps_each_device_and_is_recoverable);
+    tcase_add_test(tcpu, blocks_kept_for_reuse_give_way_to_other_allocations);
     tcase_add_test(tcpu, cpu_threads_one_still_works);
     suite_add_tcase(s, tcpu);
     return s;

@@ -359,6 +359,57 @@ KT_DEVICE_TEST(stream_ordered_alloc_and_free)
     free(dst);
 }
 
+/* A block freed with keel_free_async is kept on its stream: the next
+ * keel_malloc_async of the same size there gets it back at once, while the
+ * stream is still held (so no backend free can have happened), and another
+ * stream never gets it while work queued on the first may still use it. The
+ * freed pointer stays invalid until it is handed out again. */
+KT_DEVICE_TEST(freed_block_is_reused_on_its_own_stream_only)
+{
+    const size_t n = 3 << 20;
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    kt_fill_random_f32((float *)src, n / sizeof(float));
+    keel_stream_t *s1 = NULL, *s2 = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s1));
+    KT_OK(keel_stream_create(dev, 0, 0, &s2));
+    kt_gate_t *g = kt_gate_new();
+    KT_OK(kt_gate_enqueue(g, s1));
+    void *p = NULL, *q = NULL, *r = NULL, *t = NULL;
+    KT_OK(keel_malloc_async(s1, n, &p));
+    KT_OK(keel_memset_async(p, 0x5a, n, s1));
+    KT_OK(keel_free_async(p, s1));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free(p));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memset_async(p, 0, 1, s1));
+    check_info(p, KEEL_MEMORY_HOST, NULL, NULL, 0);
+    KT_OK(keel_malloc_async(s2, n, &q));
+    ck_assert_msg(q != p, "%sanother stream got the block freed on a stream that is still held", kt_where());
+    KT_OK(keel_malloc_async(s1, n, &r));
+    ck_assert_msg(r == p, "%sthe same stream did not get its freed block back (%p, freed %p)", kt_where(), r, p);
+    check_info((char *)r + 100, KEEL_MEMORY_DEVICE, dev, r, n);
+    /* Queued after the memset: the copy must see its own data, not 0x5a. */
+    KT_OK(keel_memcpy_async(r, src, n, s1));
+    KT_OK(keel_memcpy_async(dst, r, n, s1));
+    kt_gate_open(g);
+    KT_OK(keel_stream_synchronize(s1));
+    ck_assert_msg(memcmp(src, dst, n) == 0, "%sthe reused block does not hold what was copied in", kt_where());
+    /* Another size: the kept block goes back and a new one serves. */
+    KT_OK(keel_free_async(r, s1));
+    KT_OK(keel_malloc_async(s1, n + 4096, &t));
+    check_info(t, KEEL_MEMORY_DEVICE, dev, t, n + 4096);
+    KT_OK(keel_memcpy_async(t, src, n, s1));
+    KT_OK(keel_memcpy_async(dst, t, n, s1));
+    KT_OK(keel_free_async(t, s1));
+    KT_OK(keel_free_async(q, s2));
+    KT_OK(keel_stream_synchronize(s1));
+    ck_assert_msg(memcmp(src, dst, n) == 0, "%sthe block of the new size does not hold what was copied in", kt_where());
+    /* Destroying the streams frees the blocks they keep (a leak checker would see them otherwise). */
+    KT_OK(keel_stream_destroy(s1));
+    KT_OK(keel_stream_destroy(s2));
+    kt_gate_free(g);
+    free(src);
+    free(dst);
+}
+
 /* keel_free waits for the device's work: a copy out of the memory that is
  * queued behind a slow host function must still see the data. */
 KT_DEVICE_TEST(free_waits_for_queued_work_on_the_memory)
@@ -545,6 +596,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, copy_and_memset_reject_bad_arguments);
     kt_add_device_test(tc, pointer_info_of_host_memory_and_bad_arguments);
     kt_add_device_test(tc, stream_ordered_alloc_and_free);
+    kt_add_device_test(tc, freed_block_is_reused_on_its_own_stream_only);
     kt_add_device_test(tc, free_waits_for_queued_work_on_the_memory);
     kt_add_device_test(tc, copies_between_devices_of_one_backend);
     kt_add_device_test(tc, memory_of_different_backends);

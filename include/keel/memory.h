@@ -78,7 +78,10 @@ KEEL_API keel_status_t keel_malloc_async(keel_stream_t *stream, size_t bytes, vo
 /**
  * @brief Stream-ordered free: the memory is released once the work enqueued
  *        on @p stream before this call is done. The pointer is invalid for new
- *        Keel calls at once.
+ *        Keel calls at once. The stream may keep the block (one, of at most
+ *        256 MiB) for its next keel_malloc_async of the same size; a kept
+ *        block is released when the stream is destroyed, when it allocates
+ *        another size, or when an allocation on the device runs out of memory.
  */
 KEEL_API keel_status_t keel_free_async(void *ptr, keel_stream_t *stream);
 
