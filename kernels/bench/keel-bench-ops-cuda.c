@@ -4,8 +4,10 @@
  *    bytes (cudaMemcpyAsync): ratio = copy time / keel time;
  *  - GEMM against cublasGemmEx called directly on the same data with the
  *    same settings: ratio = cuBLAS time / keel time, and their geometric mean.
- * Each measurement enqueues a batch of calls, synchronizes once, and keeps the
- * best of several batches; Keel and the alternative alternate.
+ * Each measurement enqueues a batch of calls (about 10 ms) and synchronizes
+ * once; Keel's and the alternative's batches alternate, 15 pairs, and the
+ * ratio printed is the median of the pairs' ratios (a drift of the clocks
+ * moves both sides of a pair alike).
  *
  * Usage: KEEL_BACKEND_PATH=<builddir>/.libs keel-bench-ops-cuda [--quick]
  * PyTorch comparisons: kernels/bench/torch_ops.py. */
@@ -62,33 +64,51 @@ static double time_batch(fn_t f, void *ctx, int keel, int reps)
     return (now() - t0) / reps;
 }
 
-/* Best seconds per call over a few batches, batch sized to ~20 ms. */
-static double measure(fn_t f, void *ctx, int keel)
+/* Calls per batch so that a batch takes about 10 ms (after a warm-up call). */
+static int batch_reps(fn_t f, void *ctx, int keel)
 {
-    double one = time_batch(f, ctx, keel, 1); /* warm-up, and a first estimate */
-    int reps = one > 0 ? (int)(0.02 / one) : 100;
-    reps = reps < 1 ? 1 : reps > 10000 ? 10000 : reps;
-    double best = 1e30;
-    for (int r = 0; r < (quick ? 2 : 5); r++) {
-        double t = time_batch(f, ctx, keel, reps);
-        best = t < best ? t : best;
-    }
-    return best;
+    double one = time_batch(f, ctx, keel, 1);
+    int reps = one > 0 ? (int)(0.01 / one) : 100;
+    return reps < 1 ? 1 : reps > 10000 ? 10000 : reps;
 }
 
-/* keel vs alternative, interleaved; returns alt / keel. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* keel vs alternative in alternating batches (keel first in every other
+ * pair), so that a drift of the GPU's clocks moves both sides alike; the
+ * ratio is the median of the per-pair ratios, the times are medians.
+ * Returns alt / keel. */
 static double compare2(const char *name, double work, const char *unit, fn_t kf, fn_t af, void *ctx, int alt_keel)
 {
-    double tk = 1e30, ta = 1e30;
-    for (int r = 0; r < 3; r++) {
-        double a = measure(kf, ctx, 1), b = measure(af, ctx, alt_keel);
-        tk = a < tk ? a : tk;
-        ta = b < ta ? b : ta;
+    enum { MAXP = 15 };
+    int pairs = quick ? 5 : MAXP;
+    int rk = batch_reps(kf, ctx, 1), ra = batch_reps(af, ctx, alt_keel);
+    double tk[MAXP], ta[MAXP], ratio[MAXP];
+    for (int r = 0; r < pairs; r++) {
+        if (r % 2) {
+            tk[r] = time_batch(kf, ctx, 1, rk);
+            ta[r] = time_batch(af, ctx, alt_keel, ra);
+        } else {
+            ta[r] = time_batch(af, ctx, alt_keel, ra);
+            tk[r] = time_batch(kf, ctx, 1, rk);
+        }
+        ratio[r] = ta[r] / tk[r];
     }
-    printf("%-40s keel %10.2f us %9.1f %-7s alt %10.2f us %9.1f %-7s ratio %.3f\n", name, tk * 1e6,
-           work / tk * 1e-9, unit, ta * 1e6, work / ta * 1e-9, unit, ta / tk);
+    double mk = median(tk, pairs), ma = median(ta, pairs), mr = median(ratio, pairs);
+    printf("%-40s keel %10.2f us %9.1f %-7s alt %10.2f us %9.1f %-7s ratio %.3f\n", name, mk * 1e6,
+           work / mk * 1e-9, unit, ma * 1e6, work / ma * 1e-9, unit, mr);
     fflush(stdout);
-    return ta / tk;
+    return mr;
 }
 
 static double compare(const char *name, double work, const char *unit, fn_t kf, fn_t af, void *ctx)

@@ -4,8 +4,9 @@
 Keel is called through ctypes on buffers it allocated (Keel validates every
 pointer against its own allocations, so torch tensors cannot be passed in);
 torch runs the same shapes on its own tensors. Both are timed the same way:
-a batch of calls, one synchronization, best of several batches, alternating.
-Prints times and ratio = torch time / keel time (> 1: Keel is faster).
+batches of calls of about 10 ms, one synchronization each, Keel's and torch's
+batches alternating for 15 pairs. Prints median times and the median of the
+pairs' ratios torch time / keel time (> 1: Keel is faster).
 
 Usage (from the build tree):
   KEEL_BACKEND_PATH=$PWD/.libs python3 ../kernels/bench/torch_ops.py \
@@ -16,6 +17,7 @@ import ctypes as C
 import math
 import os
 import sys
+import statistics
 import time
 
 import torch
@@ -78,32 +80,45 @@ class Keel:
         self.check(self.lib.keel_stream_synchronize(self.stream), "keel_stream_synchronize")
 
 
-def best_time(fn, sync, quick):
+def batch_reps(fn, sync):
+    """Calls per batch so that a batch takes about 10 ms (after a warm-up)."""
     fn()
     sync()
     t0 = time.perf_counter()
     fn()
     sync()
     one = time.perf_counter() - t0
-    reps = max(1, min(2000, int(0.02 / max(one, 1e-7))))
-    best = float("inf")
-    for _ in range(2 if quick else 5):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        sync()
-        best = min(best, (time.perf_counter() - t0) / reps)
-    return best
+    return max(1, min(2000, int(0.01 / max(one, 1e-7))))
+
+
+def batch_time(fn, sync, reps):
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / reps
 
 
 def compare(name, work, unit, keel_fn, keel, torch_fn, quick):
-    tk = tt = float("inf")
-    for _ in range(3):
-        tk = min(tk, best_time(keel_fn, keel.sync, quick))
-        tt = min(tt, best_time(torch_fn, torch.cuda.synchronize, quick))
+    """Keel and torch in alternating batches (Keel first in every other
+    pair); the ratio is the median of the pairs' ratios, the times medians."""
+    rk = batch_reps(keel_fn, keel.sync)
+    rt = batch_reps(torch_fn, torch.cuda.synchronize)
+    tks, tts, ratios = [], [], []
+    for r in range(5 if quick else 15):
+        if r % 2:
+            tk = batch_time(keel_fn, keel.sync, rk)
+            tt = batch_time(torch_fn, torch.cuda.synchronize, rt)
+        else:
+            tt = batch_time(torch_fn, torch.cuda.synchronize, rt)
+            tk = batch_time(keel_fn, keel.sync, rk)
+        tks.append(tk)
+        tts.append(tt)
+        ratios.append(tt / tk)
+    tk, tt, ratio = statistics.median(tks), statistics.median(tts), statistics.median(ratios)
     print("%-38s keel %10.2f us %9.1f %-7s torch %10.2f us %9.1f %-7s ratio %.3f" %
-          (name, tk * 1e6, work / tk * 1e-9, unit, tt * 1e6, work / tt * 1e-9, unit, tt / tk), flush=True)
-    return tt / tk
+          (name, tk * 1e6, work / tk * 1e-9, unit, tt * 1e6, work / tt * 1e-9, unit, ratio), flush=True)
+    return ratio
 
 
 def main():
