@@ -12,6 +12,10 @@
 #                                       No make: the real binaries are run from
 #                                       .libs/ with LD_LIBRARY_PATH. Logs go to
 #                                       $OUT (or ./gpu-out), at most 8 files.
+#                                       Knobs (environment): TESTS_BUDGET, TEST_TIMEOUT,
+#                                       SUITES, BENCH_BUDGET, BENCHES ("runtime ops"),
+#                                       PAGEABLE_SWEEP, TORCH_BUDGET, TORCH_ARGS,
+#                                       SANITIZE_BUDGET, SANITIZE_RUNS ("tool:suite ...").
 #
 # Paths: libtool and the tests bake the build machine's absolute build path
 # in (rpaths, the fixture's KT_BUILDDIR). `run` links that path to this
@@ -137,8 +141,10 @@ run_tests() {
     done
 }
 
+# BENCHES: which of the two benchmark programs run (default both).
 run_bench() {
     phase=$(date +%s)
+    case " ${BENCHES:-runtime ops} " in *" runtime "*) ;; *) bench_one_ops; return ;; esac
     bench_one bench/keel-bench-cuda
     # The staging pipeline's knobs: host threads and chunk size.
     b=$BUILD/bench/keel-bench-cuda
@@ -154,7 +160,11 @@ run_bench() {
         done
         cat "$sweep"
     fi
-    bench_one kernels/bench/keel-bench-ops-cuda
+    bench_one_ops
+}
+
+bench_one_ops() {
+    case " ${BENCHES:-runtime ops} " in *" ops "*) bench_one kernels/bench/keel-bench-ops-cuda ;; esac
 }
 
 bench_one() {

@@ -386,10 +386,12 @@ KT_DEVICE_TEST(freed_block_is_reused_on_its_own_stream_only)
     KT_OK(keel_malloc_async(s1, n, &r));
     ck_assert_msg(r == p, "%sthe same stream did not get its freed block back (%p, freed %p)", kt_where(), r, p);
     check_info((char *)r + 100, KEEL_MEMORY_DEVICE, dev, r, n);
-    /* Queued after the memset: the copy must see its own data, not 0x5a. */
+    /* Open before the copies: a copy from pageable memory may wait for its
+     * stream (CUDA stages it through pinned buffers). Queued after the
+     * memset, the copies must see their own data, not 0x5a. */
+    kt_gate_open(g);
     KT_OK(keel_memcpy_async(r, src, n, s1));
     KT_OK(keel_memcpy_async(dst, r, n, s1));
-    kt_gate_open(g);
     KT_OK(keel_stream_synchronize(s1));
     ck_assert_msg(memcmp(src, dst, n) == 0, "%sthe reused block does not hold what was copied in", kt_where());
     /* Another size: the kept block goes back and a new one serves. */

@@ -423,11 +423,14 @@ enum { LT_CANDIDATES = 8 };
 #define LT_TUNE_MAX_FLOP 137438953472.0
 
 /* The fastest of the heuristic's candidates for this call, timed once when
- * the plan is made (two runs each after a warm-up, into a scratch output so
- * that C is only read). 0 (the heuristic's first) when timing is not
- * possible: the stream is capturing a graph, the product is large, or the
- * scratch cannot be had. The first call of a shape pays for it and waits for
- * the stream; later calls reuse the choice. */
+ * the plan is made (a warm-up, then 2 to 16 runs by size, into a scratch
+ * output so that C is only read). A small product runs faster on the GPU
+ * than the host enqueues it, so each candidate's runs wait behind a short
+ * hold of the stream and then run back to back: the events time the GPU.
+ * 0 (the heuristic's first) when timing is not possible: the stream is
+ * capturing a graph, the product is large, or the scratch cannot be had.
+ * The first call of a shape pays for it and waits for the stream; later
+ * calls reuse the choice. */
 static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeuristicResult_t *res, int nres,
                      size_t ws_bytes, const gemm_tune_t *tune)
 {
@@ -446,14 +449,17 @@ static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeu
         (void)cudaGetLastError();
         return 0;
     }
+    double flop = 2.0 * (double)p->m * (double)p->n * (double)p->k * (double)p->batch_count;
+    int runs = flop <= 1e9 ? 16 : flop <= 2e10 ? 6 : 2;
     if (cudaEventCreate(&t0) == cudaSuccess && cudaEventCreate(&t1) == cudaSuccess) {
         float fa = (float)p->alpha, fb = (float)p->beta;
         for (int i = 0; i < nres; i++) {
             if (res[i].state != CUBLAS_STATUS_SUCCESS)
                 continue;
             int ok = 1;
-            for (int r = 0; ok && r < 3; r++) /* a warm-up, then t0, then two timed runs */
-                ok = (r != 1 || cudaEventRecord(t0, st) == cudaSuccess) &&
+            for (int r = 0; ok && r <= runs; r++) /* a warm-up, the hold and t0, then the timed runs */
+                ok = (r != 1 || (keel__gpu_hold(st, 20000u + 10000u * (unsigned)runs) == cudaSuccess &&
+                                 cudaEventRecord(t0, st) == cudaSuccess)) &&
                      cublasLtMatmul(lt, e->desc, &fa, p->a, e->la, p->b, e->lb, &fb, p->c, e->lc, d, e->lc,
                                     &res[i].algo, tune->ws, ws_bytes, st) == CUBLAS_STATUS_SUCCESS;
             float ms = 0;

@@ -64,10 +64,14 @@ static double time_batch(fn_t f, void *ctx, int keel, int reps)
     return (now() - t0) / reps;
 }
 
-/* Calls per batch so that a batch takes about 10 ms (after a warm-up call). */
+/* Calls per batch so that a batch takes about 10 ms. The first call is a
+ * warm-up (a GEMM shape's first call picks its algorithm, milliseconds):
+ * timing it would give a batch of a few calls, each paying a share of the
+ * synchronization. */
 static int batch_reps(fn_t f, void *ctx, int keel)
 {
-    double one = time_batch(f, ctx, keel, 1);
+    time_batch(f, ctx, keel, 1);
+    double one = time_batch(f, ctx, keel, 3);
     int reps = one > 0 ? (int)(0.01 / one) : 100;
     return reps < 1 ? 1 : reps > 10000 ? 10000 : reps;
 }

@@ -46,6 +46,11 @@ KEEL_GPU_HIDDEN cudaError_t keel__gpu_bias_act(cudaStream_t s, int dtype, int co
  * apart); beta 0 writes zeros without reading. */
 KEEL_GPU_HIDDEN cudaError_t keel__gpu_scale(cudaStream_t s, int dtype, size_t m, size_t n, void *c, size_t ldc,
                                             size_t batch, size_t stride_c, double beta);
+/* Holds @p stream for about @p ns nanoseconds (one thread sleeping on the
+ * GPU's global timer): work enqueued behind it meanwhile then runs back to
+ * back, so that events around it time the GPU and not the host's enqueueing
+ * (the GEMM tuner). */
+KEEL_GPU_HIDDEN cudaError_t keel__gpu_hold(cudaStream_t s, unsigned ns);
 
 #ifdef __cplusplus
 }
