@@ -19,10 +19,14 @@
 #include "keel/backend_ops.h"
 #include "kernels/gpu/ops_gpu.h"
 
+/* The stream of an operation, its device made current. The operation is
+ * new work on the stream: a host function enqueued after it must wait for
+ * it, not share the wait of one enqueued before (keel__cuda_stream_touch). */
 static inline cudaStream_t on_device(void *ctx)
 {
     keel__cuda_stream_t *s = ctx;
     (void)keel__cuda_use_device(s->dev);
+    keel__cuda_stream_touch(s);
     return s->stream;
 }
 

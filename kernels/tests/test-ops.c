@@ -1151,6 +1151,38 @@ KT_DEVICE_TEST(test_stream_order)
     KT_OK(keel_stream_destroy(s));
 }
 
+/* A host function enqueued after an operation runs after it, also when a
+ * host function was enqueued just before the operation (on CUDA, host
+ * functions with nothing between them share one wait on the stream: an
+ * operation must count as something between them). Managed memory, so that
+ * the host function can read what the operation wrote. */
+static void read_last(void *p)
+{
+    float **pp = p;
+    pp[1][0] = pp[0][0];
+}
+
+KT_DEVICE_TEST(test_host_func_after_op)
+{
+    keel_stream_t *s;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    size_t n = 1 << 20;
+    float *m = NULL, seen = -1.0f;
+    KT_OK(keel_malloc_managed(dev, n * 4, (void **)&m));
+    KT_OK(keel_memset(m, 0, n * 4));
+    float *args[2] = {m + n - 1, &seen};
+    for (int round = 1; round <= 3; round++) {
+        KT_OK(keel_stream_launch_host_func(s, kt_host_sleep, (void *)(intptr_t)20));
+        KT_OK(keel_fill(s, KEEL_F32, m, n, (double)round));
+        KT_OK(keel_stream_launch_host_func(s, read_last, args));
+        KT_OK(keel_stream_synchronize(s));
+        ck_assert_msg(seen == (float)round, "%sround %d: the host function after keel_fill saw %g, expected %d",
+                      kt_where(), round, seen, round);
+    }
+    KT_OK(keel_free(m));
+    KT_OK(keel_stream_destroy(s));
+}
+
 /* ---- small operations from several threads on one stream ----
  * On the CPU a small operation on an idle stream runs on the calling thread
  * (keel__cpu_enqueue_small); everything else queues. The threads here mix
@@ -1532,6 +1564,7 @@ static Suite *ops_suite(void)
     kt_add_device_test(tc, test_small_ops_threads);
     kt_add_device_test(tc, test_graph_capture);
     kt_add_device_test(tc, test_concurrent_streams);
+    kt_add_device_test(tc, test_host_func_after_op);
     tcase_add_test(tc, test_cross_backend);
     suite_add_tcase(s, tc);
     return s;
