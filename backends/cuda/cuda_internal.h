@@ -124,6 +124,11 @@ typedef struct keel__cuda_graph_exec {
     keel__cuda_device_t *dev;
 } keel__cuda_graph_exec_t;
 
+/* ---- probe and shutdown: the vendor's plugin file; cuda_entry.c's table uses them ---- */
+KEEL_CUDA_HIDDEN keel_status_t keel__gpu_probe(const keel_host_api_t *host, void **backend_ctx, int *device_count,
+                                               const char **desc);
+KEEL_CUDA_HIDDEN void keel__gpu_shutdown(void *backend_ctx);
+
 /* ---- vtables (one file each) ---- */
 KEEL_CUDA_HIDDEN extern const keel_device_vtable_t keel__cuda_device_vtable;
 KEEL_CUDA_HIDDEN extern const keel_memory_vtable_t keel__cuda_memory_vtable;

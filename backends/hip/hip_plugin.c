@@ -1,4 +1,4 @@
-/* keel-hip.so: the plugin's entry point and probe.
+/* keel-hip.so: the probe (the entry point is backends/cuda/cuda_entry.c).
  *
  * Link policy: the plugin links libamdhip64 (runtime, module API and hiprtc
  * in one library). Where ROCm is not installed, dlopen of the plugin fails
@@ -6,23 +6,25 @@
  * open shared object file"; where it is installed but there is no AMD GPU or
  * no amdgpu kernel driver, probe says "no HIP device". */
 #include <stdio.h>
+#include <unistd.h>
 #include "cuda_internal.h"
 #include "cuda_shared.h"
 
-const keel_host_api_t *keel__cuda_host;
-
-/* Defined by the built-in operations (backends/hip/ops_hip.c), when built in. */
-extern const void *keel__cuda_ops_table(void) __attribute__((weak, visibility("hidden")));
-
 static char description[96];
 
-static keel_status_t hip_probe(const keel_host_api_t *host, void **backend_ctx, int *device_count,
+keel_status_t keel__gpu_probe(const keel_host_api_t *host, void **backend_ctx, int *device_count,
                                const char **desc)
 {
     (void)host;
     keel_status_t env = keel__cuda_check_env();
     if (env != KEEL_OK)
         return env;
+    /* The amdgpu driver's compute interface: without it the runtime finds no
+     * device either, but only after starting up; say it plainly instead. */
+    if (access("/dev/kfd", R_OK | W_OK) != 0)
+        return keel__cuda_host->set_error(KEEL_ERROR_NO_DEVICE,
+                                          "no HIP device: /dev/kfd is missing or not accessible (no amdgpu kernel "
+                                          "driver, or not visible in this container)");
     int runtime = 0, driver = 0, count = 0;
     (void)gpuRuntimeGetVersion(&runtime);
     (void)gpuDriverGetVersion(&driver);
@@ -48,32 +50,7 @@ static keel_status_t hip_probe(const keel_host_api_t *host, void **backend_ctx, 
     return KEEL_OK;
 }
 
-static void hip_shutdown(void *backend_ctx)
+void keel__gpu_shutdown(void *backend_ctx)
 {
     (void)backend_ctx;
-}
-
-static keel_backend_plugin_t plugin = {
-    .abi_version = KEEL_BACKEND_ABI_VERSION,
-    .struct_size = sizeof(keel_backend_plugin_t),
-    .name = KEEL_GPU_BACKEND_NAME,
-    .probe = hip_probe,
-    .shutdown = hip_shutdown,
-    .device = &keel__cuda_device_vtable,
-    .memory = &keel__cuda_memory_vtable,
-    .stream = &keel__cuda_stream_vtable,
-    .event = &keel__cuda_event_vtable,
-    .kernel = &keel__cuda_kernel_vtable,
-    .graph = &keel__cuda_graph_vtable,
-};
-
-__attribute__((visibility("default"))) const keel_backend_plugin_t *keel_backend_init(const keel_host_api_t *host);
-
-const keel_backend_plugin_t *keel_backend_init(const keel_host_api_t *host)
-{
-    if (host == NULL || host->set_error == NULL)
-        return NULL;
-    keel__cuda_host = host;
-    plugin.ops = keel__cuda_ops_table != NULL ? keel__cuda_ops_table() : NULL;
-    return &plugin;
 }
