@@ -126,18 +126,17 @@ static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *
     if (q == NULL) {
         q = calloc(1, sizeof *q);
         void *counter = NULL;
-        gpuError_t err = q != NULL ? keel__cuda_use_device(s->dev) : cudaErrorMemoryAllocation;
+        gpuError_t err = q != NULL ? keel__cuda_use_device(s->dev) : gpuErrorMemoryAllocation;
         if (err == gpuSuccess)
-            err = gpuHostAlloc(&counter, 64, gpuHostAllocPortable | cudaHostAllocMapped);
+            err = gpuHostAlloc(&counter, 64, gpuHostAllocPortable | gpuHostAllocMapped);
         if (err == gpuSuccess) {
             /* A wait that is already satisfied: finds out whether this
              * driver and device take stream memory operations at all. */
             *(volatile uint32_t *)counter = 0;
-            CUresult res = keel__cu.StreamWaitValue32((CUstream)s->stream, (CUdeviceptr)(uintptr_t)counter, 0,
-                                                      CU_STREAM_WAIT_VALUE_GEQ);
-            if (res != CUDA_SUCCESS) {
+            gpuDrvError_t res = gpuStreamWaitValueGeq(s->stream, counter, 0);
+            if (res != gpuDrvSuccess) {
                 const char *name = "?";
-                (void)keel__cu.GetErrorName(res, &name);
+                gpuDrvGetErrorName(res, &name);
                 if (keel__cuda_host->log_enabled(KEEL_LOG_WARN))
                     keel__cuda_host->log(KEEL_LOG_WARN,
                                          "cuda:%d: cuStreamWaitValue32 refused (%s): host functions run on CUDA's "
@@ -212,7 +211,7 @@ static void enqueue_op(struct keel__cuda_hostq *q, struct host_op *op)
 keel_status_t keel__cuda_launch_host_func(keel__cuda_stream_t *s, keel_host_fn_t fn, void *user_data)
 {
     const char *kfn = "keel_stream_launch_host_func";
-    enum cudaStreamCaptureStatus cs = gpuStreamCaptureStatusNone;
+    enum gpuStreamCaptureStatus cs = gpuStreamCaptureStatusNone;
     gpuError_t err = gpuStreamIsCapturing(s->stream, &cs);
     if (err != gpuSuccess)
         return keel__cuda_error(err, kfn, "cudaStreamIsCapturing");
@@ -223,7 +222,7 @@ keel_status_t keel__cuda_launch_host_func(keel__cuda_stream_t *s, keel_host_fn_t
     if (st == KEEL_ERROR_NOT_SUPPORTED) {
         err = gpuLaunchHostFunc(s->stream, (gpuHostFn_t)fn, user_data);
         keel__cuda_stream_touch(s);
-        return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, kfn, "cudaLaunchHostFunc");
+        return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, kfn, gpuLaunchHostFuncName);
     }
     if (st != KEEL_OK)
         return st;
@@ -254,18 +253,17 @@ keel_status_t keel__cuda_launch_host_func(keel__cuda_stream_t *s, keel_host_fn_t
         return st;
     }
     err = gpuEventRecord(event, s->stream);
-    CUresult res = CUDA_SUCCESS;
+    gpuDrvError_t res = gpuDrvSuccess;
     if (err == gpuSuccess) {
         uint32_t batch = q->last_batch + 1;
-        res = keel__cu.StreamWaitValue32((CUstream)s->stream, (CUdeviceptr)(uintptr_t)q->counter, batch,
-                                         CU_STREAM_WAIT_VALUE_GEQ);
+        res = gpuStreamWaitValueGeq(s->stream, q->counter, batch);
         /* Queued even if the wait failed: the event is in the stream, so the
          * function still runs in order; only later work does not wait. */
         op->batch = batch;
         op->event = event;
         pthread_mutex_lock(&q->m);
         q->last_batch = batch;
-        q->batch_epoch = res == CUDA_SUCCESS ? epoch : epoch - 1u;
+        q->batch_epoch = res == gpuDrvSuccess ? epoch : epoch - 1u;
         enqueue_op(q, op);
         pthread_mutex_unlock(&q->m);
     }
@@ -277,7 +275,7 @@ keel_status_t keel__cuda_launch_host_func(keel__cuda_stream_t *s, keel_host_fn_t
         free(op);
         return keel__cuda_error(err, kfn, "cudaEventRecord");
     }
-    if (res != CUDA_SUCCESS)
+    if (res != gpuDrvSuccess)
         return keel__cu_error(res, kfn, "cuStreamWaitValue32");
     return KEEL_OK;
 }

@@ -8,9 +8,12 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cuda.h>
 #include "keel/backend.h"
+#ifdef KEEL_GPU_HIP
+#include "vendor_hip.h"   /* backends/hip: the HIP plugin compiles these sources too */
+#else
 #include "vendor_cuda.h"
+#endif
 
 #define KEEL_CUDA_HIDDEN __attribute__((visibility("hidden")))
 #define KEEL_CUDA_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -18,6 +21,7 @@
 /* ---- the core's services (set once by keel_backend_init) ---- */
 KEEL_CUDA_HIDDEN extern const keel_host_api_t *keel__cuda_host;
 
+#ifndef KEEL_GPU_HIP
 /* ---- driver API, resolved through the runtime at probe time so that the
  * plugin never links libcuda and loads on machines without a driver ---- */
 struct keel__cuda_driver {
@@ -52,14 +56,15 @@ struct keel__cuda_driver {
 KEEL_CUDA_HIDDEN extern struct keel__cuda_driver keel__cu;
 /* Fills keel__cu; on failure sets the error (naming the missing entry point). */
 KEEL_CUDA_HIDDEN keel_status_t keel__cuda_driver_load(void);
+#endif
 
 /* ---- contexts ---- */
 struct keel__cuda_staging;
 
 typedef struct keel__cuda_device {
     int ordinal;
-    CUdevice cudev;
-    CUcontext primary;             /* retained for the device's lifetime */
+    gpuDevice_t cudev;
+    gpuContext_t primary;            /* retained for the device's lifetime */
     int cc_major, cc_minor;
     char arch[16];                 /* "sm_90" */
     int managed_memory;
@@ -94,7 +99,7 @@ typedef struct keel__cuda_event {
 } keel__cuda_event_t;
 
 typedef struct keel__cuda_module {
-    CUlibrary library;
+    gpuLibrary_t library;
     keel__cuda_device_t *dev;
 } keel__cuda_module_t;
 
@@ -103,9 +108,9 @@ typedef struct keel__cuda_kernel {
      * the launch then takes the stream's context and needs no current one.
      * With KEEL_CUDA_LAUNCH=function (read at lookup), the CUfunction of the
      * device's primary context, launched with that context made current. */
-    CUfunction fn;
+    gpuFunction_t fn;
     int needs_context;
-    CUkernel kernel;
+    gpuKernel_t kernel;
     keel__cuda_device_t *dev;
 } keel__cuda_kernel_t;
 
@@ -119,6 +124,11 @@ typedef struct keel__cuda_graph_exec {
     keel__cuda_device_t *dev;
 } keel__cuda_graph_exec_t;
 
+/* ---- probe and shutdown: the vendor's plugin file; cuda_entry.c's table uses them ---- */
+KEEL_CUDA_HIDDEN keel_status_t keel__gpu_probe(const keel_host_api_t *host, void **backend_ctx, int *device_count,
+                                               const char **desc);
+KEEL_CUDA_HIDDEN void keel__gpu_shutdown(void *backend_ctx);
+
 /* ---- vtables (one file each) ---- */
 KEEL_CUDA_HIDDEN extern const keel_device_vtable_t keel__cuda_device_vtable;
 KEEL_CUDA_HIDDEN extern const keel_memory_vtable_t keel__cuda_memory_vtable;
@@ -131,9 +141,9 @@ KEEL_CUDA_HIDDEN extern const keel_graph_vtable_t keel__cuda_graph_vtable;
 /* Map a runtime error to a Keel status, without side effects. */
 KEEL_CUDA_HIDDEN keel_status_t keel__cuda_status_of(int err);
 /* Driver-API twin of keel__cuda_error (cuda_shared.h). */
-KEEL_CUDA_HIDDEN keel_status_t keel__cu_error(CUresult res, const char *keel_fn, const char *what);
+KEEL_CUDA_HIDDEN keel_status_t keel__cu_error(gpuDrvError_t res, const char *keel_fn, const char *what);
 /* The same, reported as @p status. */
-KEEL_CUDA_HIDDEN keel_status_t keel__cu_error_as(CUresult res, keel_status_t status, const char *keel_fn,
+KEEL_CUDA_HIDDEN keel_status_t keel__cu_error_as(gpuDrvError_t res, keel_status_t status, const char *keel_fn,
                                                  const char *what);
 
 /* ---- helpers ---- */

@@ -29,7 +29,7 @@ static gpuError_t alloc_once(keel__cuda_device_t *dev, keel_memory_kind_t kind, 
     case KEEL_MEMORY_MANAGED:
         return gpuMallocManaged(ptr, bytes, gpuMemAttachGlobal);
     default:
-        return cudaErrorInvalidValue;
+        return gpuErrorInvalidValue;
     }
 }
 

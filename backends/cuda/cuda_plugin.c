@@ -1,4 +1,4 @@
-/* keel-cuda.so: the plugin's entry point and probe.
+/* keel-cuda.so: the probe (the entry point is cuda_entry.c).
  *
  * Link policy: the CUDA runtime is linked statically and the driver API is
  * reached through cudaGetDriverEntryPointByVersion, so nothing here needs
@@ -9,11 +9,6 @@
 #include <string.h>
 #include "cuda_internal.h"
 #include "cuda_shared.h"
-
-const keel_host_api_t *keel__cuda_host;
-
-/* Defined by the built-in operations (backends/cuda/ops_*), when built in. */
-extern const void *keel__cuda_ops_table(void) __attribute__((weak, visibility("hidden")));
 
 static char description[160];
 static void *driver_dl;
@@ -45,8 +40,8 @@ static void read_kernel_driver_version(char *buf, size_t size)
     fclose(f);
 }
 
-static keel_status_t cuda_probe(const keel_host_api_t *host, void **backend_ctx, int *device_count,
-                                const char **desc)
+keel_status_t keel__gpu_probe(const keel_host_api_t *host, void **backend_ctx, int *device_count,
+                               const char **desc)
 {
     (void)host;
     keel_status_t env = keel__cuda_check_env();
@@ -99,34 +94,9 @@ static keel_status_t cuda_probe(const keel_host_api_t *host, void **backend_ctx,
     return KEEL_OK;
 }
 
-static void cuda_shutdown(void *backend_ctx)
+void keel__gpu_shutdown(void *backend_ctx)
 {
     (void)backend_ctx;
     /* The driver library stays open: the statically linked runtime keeps
      * using it until the process ends. */
-}
-
-static keel_backend_plugin_t plugin = {
-    .abi_version = KEEL_BACKEND_ABI_VERSION,
-    .struct_size = sizeof(keel_backend_plugin_t),
-    .name = KEEL_GPU_BACKEND_NAME,
-    .probe = cuda_probe,
-    .shutdown = cuda_shutdown,
-    .device = &keel__cuda_device_vtable,
-    .memory = &keel__cuda_memory_vtable,
-    .stream = &keel__cuda_stream_vtable,
-    .event = &keel__cuda_event_vtable,
-    .kernel = &keel__cuda_kernel_vtable,
-    .graph = &keel__cuda_graph_vtable,
-};
-
-__attribute__((visibility("default"))) const keel_backend_plugin_t *keel_backend_init(const keel_host_api_t *host);
-
-const keel_backend_plugin_t *keel_backend_init(const keel_host_api_t *host)
-{
-    if (host == NULL || host->set_error == NULL)
-        return NULL;
-    keel__cuda_host = host;
-    plugin.ops = keel__cuda_ops_table != NULL ? keel__cuda_ops_table() : NULL;
-    return &plugin;
 }

@@ -207,7 +207,7 @@ static keel_status_t staging_get(keel__cuda_device_t *dev, const char *fn, struc
     st = atomic_load_explicit(&dev->staging, memory_order_relaxed);
     if (st == NULL) {
         st = calloc(1, sizeof *st);
-        cudaError_t err = st != NULL ? keel__cuda_use_device(dev) : cudaErrorMemoryAllocation;
+        gpuError_t err = st != NULL ? keel__cuda_use_device(dev) : gpuErrorMemoryAllocation;
         int i = 0;
         if (st != NULL)
             st->chunk = env_size("KEEL_CUDA_STAGING_CHUNK_KB", STAGING_CHUNK_DEFAULT >> 10, 256, 256 << 10) << 10;
@@ -263,7 +263,7 @@ int keel__cuda_staging_wanted(keel__cuda_stream_t *s, size_t bytes)
         return 0;
     /* A graph must not capture copies out of buffers that later calls reuse;
      * the runtime's own path then reports what capture allows. */
-    enum cudaStreamCaptureStatus cs = gpuStreamCaptureStatusNone;
+    enum gpuStreamCaptureStatus cs = gpuStreamCaptureStatusNone;
     if (gpuStreamIsCapturing(s->stream, &cs) != gpuSuccess) {
         (void)gpuGetLastError();
         return 0;
@@ -279,7 +279,7 @@ keel_status_t keel__cuda_staged_h2d(keel__cuda_stream_t *s, void *dst, const voi
     if (status != KEEL_OK)
         return status;
     pthread_mutex_lock(&st->lock);
-    cudaError_t err = gpuSuccess;
+    gpuError_t err = gpuSuccess;
     const char *what = NULL;
     size_t done = 0;
     for (int slot = 0; done < bytes; slot = (slot + 1) % STAGING_SLOTS) {
@@ -316,7 +316,7 @@ keel_status_t keel__cuda_staged_d2h(keel__cuda_stream_t *s, void *dst, const voi
     pthread_mutex_lock(&st->lock);
     const size_t chunk = st->chunk;
     size_t nchunks = (bytes + chunk - 1) / chunk;
-    cudaError_t err = gpuSuccess;
+    gpuError_t err = gpuSuccess;
     const char *what = NULL;
     size_t issued = 0;
     /* Keeps STAGING_SLOTS chunks in flight on the copy engine while the host

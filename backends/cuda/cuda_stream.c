@@ -3,7 +3,7 @@
 #include "cuda_internal.h"
 #include "cuda_shared.h"
 
-cudaStream_t keel__cuda_stream(void *stream_ctx)
+gpuStream_t keel__cuda_stream(void *stream_ctx)
 {
     /* The caller (a built-in operation) is about to enqueue on it. */
     keel__cuda_stream_touch(stream_ctx);

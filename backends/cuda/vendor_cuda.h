@@ -6,6 +6,7 @@
 #ifndef KEEL_VENDOR_CUDA_H
 #define KEEL_VENDOR_CUDA_H
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #define KEEL_GPU_VENDOR "NVIDIA"
@@ -21,11 +22,25 @@ typedef cudaGraphExec_t gpuGraphExec_t;
 typedef cudaMemPool_t gpuMemPool_t;
 typedef cudaHostFn_t gpuHostFn_t;
 
+/* Driver-API names (modules, kernels, stream memory operations). */
+typedef CUresult gpuDrvError_t;
+typedef CUdevice gpuDevice_t;
+typedef CUcontext gpuContext_t;
+typedef CUlibrary gpuLibrary_t;
+typedef CUfunction gpuFunction_t;
+typedef CUkernel gpuKernel_t;
+#define gpuDrvSuccess CUDA_SUCCESS
+/* The stream waits until *ptr >= value (ptr: mapped pinned memory); keel__cu is cuda_internal.h's. */
+#define gpuStreamWaitValueGeq(stream, ptr, value) \
+    keel__cu.StreamWaitValue32((CUstream)(stream), (CUdeviceptr)(uintptr_t)(ptr), (value), CU_STREAM_WAIT_VALUE_GEQ)
+#define gpuDrvGetErrorName(res, name) (void)keel__cu.GetErrorName((res), (name))
+
 #define gpuSuccess cudaSuccess
 #define gpuErrorNotReady cudaErrorNotReady
 #define gpuErrorMemoryAllocation cudaErrorMemoryAllocation
 #define gpuErrorNoDevice cudaErrorNoDevice
 #define gpuErrorInsufficientDriver cudaErrorInsufficientDriver
+#define gpuErrorInvalidValue cudaErrorInvalidValue
 
 #define gpuGetErrorName cudaGetErrorName
 #define gpuGetErrorString cudaGetErrorString
@@ -49,6 +64,7 @@ typedef cudaHostFn_t gpuHostFn_t;
 #define gpuFree cudaFree
 #define gpuHostAlloc cudaHostAlloc
 #define gpuHostAllocPortable cudaHostAllocPortable
+#define gpuHostAllocMapped cudaHostAllocMapped
 #define gpuFreeHost cudaFreeHost
 #define gpuMallocManaged cudaMallocManaged
 #define gpuMemAttachGlobal cudaMemAttachGlobal
@@ -68,6 +84,7 @@ typedef cudaHostFn_t gpuHostFn_t;
 #define gpuStreamQuery cudaStreamQuery
 #define gpuStreamWaitEvent cudaStreamWaitEvent
 #define gpuLaunchHostFunc cudaLaunchHostFunc
+#define gpuLaunchHostFuncName "cudaLaunchHostFunc"
 #define gpuStreamBeginCapture cudaStreamBeginCapture
 #define gpuStreamEndCapture cudaStreamEndCapture
 #define gpuStreamIsCapturing cudaStreamIsCapturing

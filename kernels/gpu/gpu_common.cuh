@@ -5,9 +5,13 @@
 #ifndef KEEL_KERNELS_GPU_COMMON_CUH
 #define KEEL_KERNELS_GPU_COMMON_CUH
 
+#ifdef KEEL_GPU_HIP
+#include "kernels/gpu/gpu_hip.h"
+#else
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#endif
 #include <math.h>
 #include <stdint.h>
 #include "kernels/gpu/ops_gpu.h"

@@ -7,7 +7,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#ifdef KEEL_GPU_HIP
+#include "kernels/gpu/gpu_hip.h"
+#else
 #include <cuda_runtime.h>
+#endif
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,7 +2,9 @@
 // layer norm along the rows of a 2-D array. Aligned rows of up to 65536
 // packs take the register-resident kernels (launch_rows_fast); the rest the
 // general kernels, which keep a row in shared memory when it fits.
-#include <cooperative_groups.h>
+#ifndef KEEL_GPU_HIP
+#include <cooperative_groups.h>   // clusters (sm_90); HIP has none and compiles them out
+#endif
 #include "kernels/gpu/gpu_common.cuh"
 
 namespace {
@@ -677,6 +679,9 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
 // Whether the device launches thread block clusters (cached per device).
 bool cluster_launch_ok()
 {
+#ifdef KEEL_GPU_HIP
+    return false; // no thread block clusters in HIP
+#else
     static int cached[64];
     int dev = 0;
     cudaGetDevice(&dev);
@@ -689,6 +694,7 @@ bool cluster_launch_ok()
         cached[dev] = v ? 1 : -1;
     }
     return cached[dev] > 0;
+#endif
 }
 
 template <typename T, bool LN, int G, int PPT>
@@ -721,6 +727,9 @@ cudaError_t launch_block(cudaStream_t s, size_t rows, size_t cols, const T *x, s
                                                                          cols, 1);
         return cudaGetLastError();
     }
+#ifdef KEEL_GPU_HIP
+    return hipErrorNotSupported; // never asked: cluster_launch_ok() is false on HIP
+#else
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -734,6 +743,7 @@ cudaError_t launch_block(cudaStream_t s, size_t rows, size_t cols, const T *x, s
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     return cudaLaunchKernelEx(&cfg, rows_block_kernel<T, LN, PPT>, x, ldx, gm, bt, eps, lg, y, ldy, rows, cols, cl);
+#endif
 }
 
 // The register-resident kernels, when they take this row: *done says

@@ -1,0 +1,211 @@
+/* Modules and kernels of keel-hip.so through HIP's module API: code objects
+ * (hipcc --genco, or hiprtc output) loaded with hipModuleLoadData, kernels
+ * found by name and launched with hipModuleLaunchKernel. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "hip_internal.h"
+#include "cuda_shared.h"
+
+static keel_status_t finish_load(keel__cuda_device_t *dev, gpuError_t err, hipModule_t mod, const char *fn,
+                                 const char *what, void **module_ctx)
+{
+    if (err != gpuSuccess) {
+        char detail[256];
+        snprintf(detail, sizeof detail, "%s for %s", what, dev->arch);
+        /* An image the loader rejects is a compile failure, whatever the code. */
+        keel_status_t st = keel__cuda_status_of((int)err);
+        if (st == KEEL_ERROR_INVALID_ARGUMENT || st == KEEL_ERROR_BACKEND)
+            st = KEEL_ERROR_COMPILE_FAILED;
+        return keel__cu_error_as(err, st, fn, detail);
+    }
+    keel__cuda_module_t *m = calloc(1, sizeof *m);
+    if (m == NULL) {
+        (void)hipModuleUnload(mod);
+        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: no host memory", fn);
+    }
+    m->library = mod;
+    m->dev = dev;
+    *module_ctx = m;
+    return KEEL_OK;
+}
+
+static keel_status_t load_image(keel__cuda_device_t *dev, const void *image, const char *fn, void **module_ctx)
+{
+    hipModule_t mod = NULL;
+    gpuError_t err = keel__cuda_use_device(dev);
+    if (err == gpuSuccess)
+        err = hipModuleLoadData(&mod, image);
+    return finish_load(dev, err, mod, fn, "loading the code object", module_ctx);
+}
+
+static keel_status_t mod_load_data(void *device_ctx, const void *image, size_t size, void **module_ctx)
+{
+    (void)size; /* a code object carries its own length */
+    return load_image(device_ctx, image, "keel_module_load_data", module_ctx);
+}
+
+static keel_status_t mod_load_file(void *device_ctx, const char *path, void **module_ctx)
+{
+    keel__cuda_device_t *dev = device_ctx;
+    if (access(path, R_OK) != 0)
+        return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND, "keel_module_load_file: cannot read '%s'", path);
+    hipModule_t mod = NULL;
+    gpuError_t err = keel__cuda_use_device(dev);
+    if (err == gpuSuccess)
+        err = hipModuleLoad(&mod, path);
+    return finish_load(dev, err, mod, "keel_module_load_file", path, module_ctx);
+}
+
+static keel_status_t mod_compile(void *device_ctx, const char *source, const char *name,
+                                 const char *const *options, int num_options, void **module_ctx)
+{
+    keel__cuda_device_t *dev = device_ctx;
+    void *image = NULL;
+    size_t size = 0;
+    keel_status_t st = keel__hip_rtc_compile(dev, source, name, options, num_options, &image, &size);
+    if (st != KEEL_OK)
+        return st;
+    st = load_image(dev, image, "keel_module_compile", module_ctx);
+    free(image);
+    return st;
+}
+
+static keel_status_t mod_unload(void *module_ctx)
+{
+    keel__cuda_module_t *m = module_ctx;
+    gpuError_t err = hipModuleUnload(m->library);
+    free(m);
+    return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, "keel_module_unload", NULL);
+}
+
+static keel_status_t mod_get_kernel(void *module_ctx, const char *name, void **kernel_ctx)
+{
+    keel__cuda_module_t *m = module_ctx;
+    hipFunction_t f = NULL;
+    gpuError_t err = hipModuleGetFunction(&f, m->library, name);
+    if (err == hipErrorNotFound || err == hipErrorInvalidValue || err == hipErrorInvalidDeviceFunction) {
+        (void)gpuGetLastError();
+        return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND,
+                                          "keel_module_get_kernel: the module has no kernel '%s' (extern \"C\" "
+                                          "kernels keep their name; C++ ones are mangled)",
+                                          name);
+    }
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, "keel_module_get_kernel", name);
+    keel__cuda_kernel_t *k = calloc(1, sizeof *k);
+    if (k == NULL)
+        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_module_get_kernel: no host memory");
+    k->fn = f;
+    k->kernel = f;
+    k->dev = m->dev;
+    *kernel_ctx = k;
+    return KEEL_OK;
+}
+
+static void kern_release(void *kernel_ctx)
+{
+    free(kernel_ctx);
+}
+
+static keel_status_t kern_launch(void *kernel_ctx, keel_dim3_t grid, keel_dim3_t block, size_t shared_bytes,
+                                 void *stream_ctx, void **args)
+{
+    const keel__cuda_kernel_t *k = kernel_ctx;
+    keel__cuda_stream_t *s = stream_ctx;
+    gpuError_t err = shared_bytes > UINT_MAX ? hipErrorInvalidValue
+                                             : hipModuleLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y,
+                                                                     block.z, (unsigned)shared_bytes, s->stream, args,
+                                                                     NULL);
+    keel__cuda_stream_touch(s);
+    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess)) {
+        char what[160];
+        snprintf(what, sizeof what, "grid (%u,%u,%u), block (%u,%u,%u), %zu bytes of dynamic shared memory on hip:%d",
+                 grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, k->dev->ordinal);
+        return keel__cuda_error(err, "keel_launch_kernel", what);
+    }
+    return KEEL_OK;
+}
+
+static keel_status_t kern_get_attribute(void *kernel_ctx, keel_kernel_attribute_t attr, int *value)
+{
+    const char *fn = "keel_kernel_get_attribute";
+    const keel__cuda_kernel_t *k = kernel_ctx;
+    hipFunction_attribute a;
+    switch (attr) {
+    case KEEL_KERNEL_ATTR_MAX_THREADS_PER_BLOCK:
+        a = HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK;
+        break;
+    case KEEL_KERNEL_ATTR_SHARED_SIZE_BYTES:
+        a = HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES;
+        break;
+    case KEEL_KERNEL_ATTR_NUM_REGS:
+        a = HIP_FUNC_ATTRIBUTE_NUM_REGS;
+        break;
+    case KEEL_KERNEL_ATTR_LOCAL_SIZE_BYTES:
+        a = HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES;
+        break;
+    case KEEL_KERNEL_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        a = HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+        break;
+    case KEEL_KERNEL_ATTR_NUM_ARGS:
+        return keel__cuda_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
+                                          "%s: the hip backend cannot count a kernel's parameters (HIP has no "
+                                          "counterpart of cuKernelGetParamInfo)",
+                                          fn);
+    default:
+        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: unknown attribute %d", fn, (int)attr);
+    }
+    int v = 0;
+    gpuError_t err = hipFuncGetAttribute(&v, a, k->fn);
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, fn, NULL);
+    *value = v;
+    return KEEL_OK;
+}
+
+static keel_status_t kern_set_max_dynamic_shared(void *kernel_ctx, size_t bytes)
+{
+    /* AMD has no opt-in: a block may use the device's whole LDS per block
+     * from the start, and no more than that. */
+    const keel__cuda_kernel_t *k = kernel_ctx;
+    int limit = 0;
+    gpuError_t err = gpuDeviceGetAttribute(&limit, gpuAttrSharedPerBlock, k->dev->ordinal);
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, "keel_kernel_set_max_dynamic_shared", NULL);
+    if (bytes > (size_t)limit)
+        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ARGUMENT,
+                                          "keel_kernel_set_max_dynamic_shared: %zu bytes exceed the %d bytes of "
+                                          "shared memory (LDS) a block may use on hip:%d",
+                                          bytes, limit, k->dev->ordinal);
+    return KEEL_OK;
+}
+
+static keel_status_t kern_max_active_blocks(void *kernel_ctx, int block_threads, size_t shared_bytes,
+                                            int *blocks)
+{
+    const keel__cuda_kernel_t *k = kernel_ctx;
+    int n = 0;
+    gpuError_t err = keel__cuda_use_device(k->dev);
+    if (err == gpuSuccess)
+        err = hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(&n, k->fn, block_threads, shared_bytes);
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, "keel_kernel_max_active_blocks", NULL);
+    *blocks = n;
+    return KEEL_OK;
+}
+
+const keel_kernel_vtable_t keel__cuda_kernel_vtable = {
+    .module_load_data = mod_load_data,
+    .module_load_file = mod_load_file,
+    .module_compile = mod_compile,
+    .module_unload = mod_unload,
+    .module_get_kernel = mod_get_kernel,
+    .kernel_register_cpu = NULL,
+    .kernel_release = kern_release,
+    .launch = kern_launch,
+    .get_attribute = kern_get_attribute,
+    .set_max_dynamic_shared = kern_set_max_dynamic_shared,
+    .max_active_blocks = kern_max_active_blocks,
+};

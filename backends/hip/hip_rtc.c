@@ -1,0 +1,86 @@
+/* Run-time compilation for keel-hip.so through hiprtc (part of libamdhip64
+ * in ROCm 5.2): the source is compiled for the device's full target name
+ * ("gfx90a:sramecc+:xnack-"), so the code object matches the GPU's mode. No
+ * disk cache yet (the CUDA plugin's NVRTC path has one). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hip_internal.h"
+#include "cuda_shared.h"
+
+#ifndef KEEL_HAVE_HIPRTC
+/* configure found no hiprtc to link (config/keel_hip.m4). */
+keel_status_t keel__hip_rtc_compile(const keel__cuda_device_t *dev, const char *source, const char *name,
+                                    const char *const *options, int num_options, void **image, size_t *size)
+{
+    (void)dev, (void)source, (void)name, (void)options, (void)num_options, (void)image, (void)size;
+    return keel__cuda_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
+                                      "keel_module_compile: this keel-hip was built without hiprtc (ROCm's run-time "
+                                      "compiler); load a code object built with hipcc --genco instead");
+}
+#else
+#include <hip/hiprtc.h>
+
+enum { MAX_OPTIONS = 64 };
+
+static keel_status_t rtc_fail(hiprtcProgram prog, hiprtcResult res, const char *name)
+{
+    size_t n = 0;
+    char *log = NULL;
+    if (prog != NULL && hiprtcGetProgramLogSize(prog, &n) == HIPRTC_SUCCESS && n > 1 && (log = malloc(n)) != NULL &&
+        hiprtcGetProgramLog(prog, log) != HIPRTC_SUCCESS)
+        log[0] = '\0';
+    keel_status_t st = res == HIPRTC_ERROR_OUT_OF_MEMORY ? KEEL_ERROR_OUT_OF_MEMORY
+                       : res == HIPRTC_ERROR_INVALID_OPTION || res == HIPRTC_ERROR_INVALID_INPUT
+                           ? KEEL_ERROR_INVALID_ARGUMENT
+                           : KEEL_ERROR_COMPILE_FAILED;
+    st = keel__cuda_host->set_error(st, "keel_module_compile: hiprtc: %s compiling '%s'%s%s", hiprtcGetErrorString(res),
+                                    name, log != NULL && log[0] ? "; log: " : "", log != NULL ? log : "");
+    free(log);
+    return st;
+}
+
+keel_status_t keel__hip_rtc_compile(const keel__cuda_device_t *dev, const char *source, const char *name,
+                                    const char *const *options, int num_options, void **image, size_t *size)
+{
+    if (num_options < 0 || num_options > MAX_OPTIONS - 1)
+        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ARGUMENT,
+                                          "keel_module_compile: %d options (at most %d)", num_options,
+                                          MAX_OPTIONS - 1);
+    hipDeviceProp_t prop;
+    gpuError_t err = hipGetDeviceProperties(&prop, dev->ordinal);
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, "keel_module_compile", "hipGetDeviceProperties");
+    char arch[300];
+    snprintf(arch, sizeof arch, "--gpu-architecture=%s", prop.gcnArchName);
+    const char *opts[MAX_OPTIONS];
+    opts[0] = arch;
+    for (int i = 0; i < num_options; i++)
+        opts[i + 1] = options[i];
+    hiprtcProgram prog = NULL;
+    if (name == NULL || name[0] == '\0')
+        name = "keel_module.hip";
+    hiprtcResult res = hiprtcCreateProgram(&prog, source, name, 0, NULL, NULL);
+    if (res != HIPRTC_SUCCESS)
+        return rtc_fail(NULL, res, name);
+    res = hiprtcCompileProgram(prog, num_options + 1, opts);
+    size_t n = 0;
+    char *code = NULL;
+    if (res == HIPRTC_SUCCESS)
+        res = hiprtcGetCodeSize(prog, &n);
+    if (res == HIPRTC_SUCCESS && (code = malloc(n ? n : 1)) == NULL)
+        res = HIPRTC_ERROR_OUT_OF_MEMORY;
+    if (res == HIPRTC_SUCCESS)
+        res = hiprtcGetCode(prog, code);
+    if (res != HIPRTC_SUCCESS) {
+        keel_status_t st = rtc_fail(prog, res, name);
+        free(code);
+        (void)hiprtcDestroyProgram(&prog);
+        return st;
+    }
+    (void)hiprtcDestroyProgram(&prog);
+    *image = code;
+    *size = n;
+    return KEEL_OK;
+}
+#endif /* KEEL_HAVE_HIPRTC */
