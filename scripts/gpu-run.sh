@@ -32,7 +32,7 @@ prepare() {
     mkdir -p "$BUILD"
     cd "$BUILD"
     if [ ! -f Makefile ]; then
-        ../configure -q --with-cuda --disable-static
+        ../configure -q --with-cuda --without-hip --disable-static
     fi
     # -k: a part of the tree that does not build yet must not stop the rest.
     make -j2 -k all >build.log 2>&1 || echo "prepare: 'make all' had errors (see build-gpu/build.log)"

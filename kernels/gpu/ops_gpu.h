@@ -54,7 +54,9 @@ KEEL_GPU_HIDDEN cudaError_t keel__gpu_scale(cudaStream_t s, int dtype, size_t m,
  * GPU's global timer): work enqueued behind it meanwhile then runs back to
  * back, so that events around it time the GPU and not the host's enqueueing
  * (the GEMM tuner). */
+#ifndef KEEL_GPU_HIP
 KEEL_GPU_HIDDEN cudaError_t keel__gpu_hold(cudaStream_t s, unsigned ns);
+#endif
 
 #ifdef __cplusplus
 }

@@ -607,6 +607,7 @@ __global__ void scale_kernel(T *c, size_t ldc, size_t m, size_t n, size_t batch,
     }
 }
 
+#ifndef KEEL_GPU_HIP // PTX: the GEMM tuner that uses it is CUDA's
 __global__ void hold_kernel(unsigned ns)
 {
     unsigned long long t0, t;
@@ -616,6 +617,7 @@ __global__ void hold_kernel(unsigned ns)
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     } while (t - t0 < ns);
 }
+#endif
 
 dim3 lines_grid(size_t lines, size_t len)
 {
@@ -760,10 +762,12 @@ cudaError_t keel__gpu_scale(cudaStream_t s, int dtype, size_t m, size_t n, void 
     KEEL_DT_SWITCH(dtype, scale_dispatch, s, m, n, c, ldc, batch, stride_c, beta)
 }
 
+#ifndef KEEL_GPU_HIP
 cudaError_t keel__gpu_hold(cudaStream_t s, unsigned ns)
 {
     hold_kernel<<<1, 1, 0, s>>>(ns);
     return cudaGetLastError();
 }
+#endif
 
 } // extern "C"
