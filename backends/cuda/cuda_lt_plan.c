@@ -1,0 +1,259 @@
+/* The cuBLASLt plan cache (cuda_lt_plan.h): building a plan (the dense
+ * layer's epilogue descriptors, or a GEMM's layouts with the algorithm timed
+ * among the heuristic's candidates) and the lock-free table that keeps it. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cuda_lt_plan.h"
+#include "kernels/gpu/ops_gpu.h"
+
+#define LT_SLOTS 1024
+static _Atomic(lt_entry_t *) lt_table[LT_SLOTS];
+static pthread_mutex_t lt_insert_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* FNV-1a over the key's 8-byte words (the key is zeroed, padding included,
+ * and a multiple of 8 bytes): a lookup is on every call's path. */
+static uint64_t lt_hash(const lt_key_t *k)
+{
+    _Static_assert(sizeof(lt_key_t) % 8 == 0, "lt_key_t is hashed by 8-byte words");
+    const unsigned char *p = (const unsigned char *)k;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof *k; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 1099511628211ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+void keel__cuda_lt_entry_free(lt_entry_t *e)
+{
+    if (e->desc)
+        cublasLtMatmulDescDestroy(e->desc);
+    if (e->la)
+        cublasLtMatrixLayoutDestroy(e->la);
+    if (e->lb)
+        cublasLtMatrixLayoutDestroy(e->lb);
+    if (e->lc)
+        cublasLtMatrixLayoutDestroy(e->lc);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+}
+
+static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune);
+
+/* Builds the descriptors and asks the heuristic once. Returns NULL only
+ * when host memory ran out; an entry with ok = 0 records "not fusable". */
+static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune)
+{
+    lt_entry_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->key = *key;
+    pthread_mutex_init(&e->lock, NULL);
+    if (key->op == 1) {
+        lt_build_gemm(e, lt, ws_bytes, tune);
+        return e;
+    }
+    keel_dtype_t dt = (keel_dtype_t)key->dtype;
+    cudaDataType_t ty = cuda_type(dt);
+    cublasComputeType_t cty = compute_type(dt, (keel_compute_t)key->compute);
+    cudaDataType_t scale = CUDA_R_32F;
+    cublasOperation_t ta = key->transw ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    cublasLtEpilogue_t epi;
+    switch (key->act) {
+    case KEEL_ACT_RELU: epi = key->has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU; break;
+    case KEEL_ACT_GELU: epi = key->has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU; break;
+    default: epi = key->has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT; break;
+    }
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    uint64_t wr = key->transw ? key->k : key->m, wc = key->transw ? key->m : key->k;
+    /* Row-major data keeps its order in cuBLASLt's layouts, so the bias
+     * still runs along the rows of D, which the epilogue requires. */
+    cublasLtOrder_t order = CUBLASLT_ORDER_ROW;
+    if (cublasLtMatmulDescCreate(&e->desc, cty, scale) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) ==
+            CUBLAS_STATUS_SUCCESS &&
+        (!key->has_bias || cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ty,
+                                                          sizeof ty) == CUBLAS_STATUS_SUCCESS) &&
+        cublasLtMatrixLayoutCreate(&e->la, ty, wr, wc, (int64_t)key->ldw) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatrixLayoutCreate(&e->lb, ty, key->k, key->n, (int64_t)key->ldx) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatrixLayoutCreate(&e->lc, ty, key->m, key->n, (int64_t)key->ldy) == CUBLAS_STATUS_SUCCESS &&
+        (!key->row_major ||
+         (cublasLtMatrixLayoutSetAttribute(e->la, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof order) ==
+              CUBLAS_STATUS_SUCCESS &&
+          cublasLtMatrixLayoutSetAttribute(e->lb, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof order) ==
+              CUBLAS_STATUS_SUCCESS &&
+          cublasLtMatrixLayoutSetAttribute(e->lc, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof order) ==
+              CUBLAS_STATUS_SUCCESS)) &&
+        cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                             sizeof ws_bytes) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulAlgoGetHeuristic(lt, e->desc, e->la, e->lb, e->lc, e->lc, pref, 1, &res, &nres) ==
+            CUBLAS_STATUS_SUCCESS &&
+        nres > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
+        e->algo = res.algo;
+        e->ok = 1;
+    }
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    return e;
+}
+
+/* The cached entry for @p key, built on first use. NULL: out of host memory. */
+lt_entry_t *keel__cuda_lt_lookup(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_bytes, int *owned,
+                                  const gemm_tune_t *tune)
+{
+    uint64_t h = lt_hash(key);
+    *owned = 0;
+    for (size_t i = 0; i < LT_SLOTS; i++) {
+        lt_entry_t *e = atomic_load_explicit(&lt_table[(h + i) % LT_SLOTS], memory_order_acquire);
+        if (!e)
+            break;
+        if (memcmp(&e->key, key, sizeof *key) == 0)
+            return e;
+    }
+    lt_entry_t *e = lt_build(key, lt, ws_bytes, tune);
+    if (!e)
+        return NULL;
+    pthread_mutex_lock(&lt_insert_lock);
+    for (size_t i = 0; i < LT_SLOTS; i++) {
+        _Atomic(lt_entry_t *) *slot = &lt_table[(h + i) % LT_SLOTS];
+        lt_entry_t *cur = atomic_load_explicit(slot, memory_order_acquire);
+        if (cur && memcmp(&cur->key, key, sizeof *key) == 0) { /* another thread won */
+            pthread_mutex_unlock(&lt_insert_lock);
+            keel__cuda_lt_entry_free(e);
+            return cur;
+        }
+        if (!cur) {
+            atomic_store_explicit(slot, e, memory_order_release);
+            pthread_mutex_unlock(&lt_insert_lock);
+            return e;
+        }
+    }
+    pthread_mutex_unlock(&lt_insert_lock);
+    *owned = 1; /* the table is full: use it once */
+    return e;
+}
+
+enum { LT_CANDIDATES = 8 };
+/* Plans are tuned only where timing the candidates costs little:
+ * 2 m n k batch up to 2^37 floating-point operations. */
+#define LT_TUNE_MAX_FLOP 137438953472.0
+
+/* The fastest of the heuristic's candidates for this call, timed once when
+ * the plan is made (a warm-up, then 2 to 16 runs by size, into a scratch
+ * output so that C is only read). A small product runs faster on the GPU
+ * than the host enqueues it, so each candidate's runs wait behind a short
+ * hold of the stream and then run back to back: the events time the GPU.
+ * 0 (the heuristic's first) when timing is not possible: the stream is
+ * capturing a graph, the product is large, or the scratch cannot be had.
+ * The first call of a shape pays for it and waits for the stream; later
+ * calls reuse the choice. */
+static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeuristicResult_t *res, int nres,
+                     size_t ws_bytes, const gemm_tune_t *tune)
+{
+    const keel_gemm_params_t *p = tune->p;
+    cudaStream_t st = on_device(tune->s);
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (nres < 2 || 2.0 * (double)p->m * (double)p->n * (double)p->k * (double)p->batch_count > LT_TUNE_MAX_FLOP ||
+        cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone)
+        return 0;
+    size_t extent = (p->batch_count - 1) * p->stride_c + (p->n - 1) * p->ldc + p->m;
+    void *d = NULL;
+    cudaEvent_t t0 = NULL, t1 = NULL;
+    int best = 0;
+    float best_ms = 0;
+    if (cudaMallocAsync(&d, extent * esize(p->c_type), st) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    double flop = 2.0 * (double)p->m * (double)p->n * (double)p->k * (double)p->batch_count;
+    int runs = flop <= 1e9 ? 16 : flop <= 2e10 ? 6 : 2;
+    if (cudaEventCreate(&t0) == cudaSuccess && cudaEventCreate(&t1) == cudaSuccess) {
+        float fa = (float)p->alpha, fb = (float)p->beta;
+        for (int i = 0; i < nres; i++) {
+            if (res[i].state != CUBLAS_STATUS_SUCCESS)
+                continue;
+            int ok = 1;
+            for (int r = 0; ok && r <= runs; r++) /* a warm-up, the hold and t0, then the timed runs */
+                ok = (r != 1 || (keel__gpu_hold(st, 20000u + 10000u * (unsigned)runs) == cudaSuccess &&
+                                 cudaEventRecord(t0, st) == cudaSuccess)) &&
+                     cublasLtMatmul(lt, e->desc, &fa, p->a, e->la, p->b, e->lb, &fb, p->c, e->lc, d, e->lc,
+                                    &res[i].algo, tune->ws, ws_bytes, st) == CUBLAS_STATUS_SUCCESS;
+            float ms = 0;
+            if (ok && cudaEventRecord(t1, st) == cudaSuccess && cudaEventSynchronize(t1) == cudaSuccess &&
+                cudaEventElapsedTime(&ms, t0, t1) == cudaSuccess && (best_ms == 0 || ms < best_ms)) {
+                best = i;
+                best_ms = ms;
+            }
+        }
+    }
+    (void)cudaGetLastError();
+    if (t0)
+        cudaEventDestroy(t0);
+    if (t1)
+        cudaEventDestroy(t1);
+    cudaFreeAsync(d, st);
+    return best;
+}
+
+/* A layout as a strided batch of `batch` matrices, `stride` elements apart. */
+static int set_batch(cublasLtMatrixLayout_t l, int32_t batch, int64_t stride)
+{
+    return cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch) ==
+               CUBLAS_STATUS_SUCCESS &&
+           cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride) ==
+               CUBLAS_STATUS_SUCCESS;
+}
+
+/* A GEMM plan: column-major layouts (strided batches when batch > 1), the
+ * heuristic's first algorithm for the pointers' alignment. ok stays 0 when
+ * cuBLASLt has none, and the call goes to cublasGemmEx. */
+static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune)
+{
+    const lt_key_t *key = &e->key;
+    keel_dtype_t at = (keel_dtype_t)key->dtype, ct = (keel_dtype_t)key->ctype;
+    cublasComputeType_t cty = compute_type(at, (keel_compute_t)key->compute);
+    cublasOperation_t ta = key->transw ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transx ? CUBLAS_OP_T : CUBLAS_OP_N;
+    uint64_t ar = key->transw ? key->k : key->m, ac = key->transw ? key->m : key->k;
+    uint64_t br = key->transx ? key->n : key->k, bc = key->transx ? key->k : key->n;
+    int32_t batch = (int32_t)key->batch;
+    int64_t sw = (int64_t)key->sw, sx = (int64_t)key->sx, sy = (int64_t)key->sy;
+    uint32_t align = (uint32_t)key->align;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t res[LT_CANDIDATES];
+    int nres = 0;
+#define LT_OK(call) ((call) == CUBLAS_STATUS_SUCCESS)
+    int ok = LT_OK(cublasLtMatmulDescCreate(&e->desc, cty, CUDA_R_32F)) &&
+             LT_OK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) &&
+             LT_OK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)) &&
+             LT_OK(cublasLtMatrixLayoutCreate(&e->la, cuda_type(at), ar, ac, (int64_t)key->ldw)) &&
+             LT_OK(cublasLtMatrixLayoutCreate(&e->lb, cuda_type(at), br, bc, (int64_t)key->ldx)) &&
+             LT_OK(cublasLtMatrixLayoutCreate(&e->lc, cuda_type(ct), key->m, key->n, (int64_t)key->ldy));
+    if (ok && batch > 1)
+        ok = set_batch(e->la, batch, sw) && set_batch(e->lb, batch, sx) && set_batch(e->lc, batch, sy);
+    ok = ok && LT_OK(cublasLtMatmulPreferenceCreate(&pref)) &&
+         LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                    sizeof ws_bytes));
+    static const cublasLtMatmulPreferenceAttributes_t min_align[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (size_t i = 0; ok && i < sizeof min_align / sizeof min_align[0]; i++)
+        ok = LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, min_align[i], &align, sizeof align));
+    ok = ok && LT_OK(cublasLtMatmulAlgoGetHeuristic(lt, e->desc, e->la, e->lb, e->lc, e->lc, pref, LT_CANDIDATES, res,
+                                              &nres)) &&
+         nres > 0 && res[0].state == CUBLAS_STATUS_SUCCESS;
+#undef LT_OK
+    if (ok) {
+        e->algo = res[tune ? gemm_pick(e, lt, res, nres, ws_bytes, tune) : 0].algo;
+        e->ok = 1;
+    }
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+}

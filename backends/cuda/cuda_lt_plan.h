@@ -1,0 +1,79 @@
+/* The cuBLASLt plan cache of the CUDA operations (cuda_lt_plan.c), shared
+ * by GEMM and the dense layer (ops_cuda.c): per shape, the matmul
+ * descriptor, the layouts and the algorithm, built once and kept in a
+ * lock-free table, so that a call is one cublasLtMatmul; and the small
+ * helpers both files use. Internal to the CUDA plugin. */
+#ifndef KEEL_CUDA_LT_PLAN_H
+#define KEEL_CUDA_LT_PLAN_H
+
+#include <cublasLt.h>
+#include "cuda_internal.h"
+#include "keel/backend_ops.h"
+
+/* The stream of an operation, its device made current. The operation is
+ * new work on the stream: a host function enqueued after it must wait for
+ * it, not share the wait of one enqueued before (keel__cuda_stream_touch). */
+static inline cudaStream_t on_device(void *ctx)
+{
+    keel__cuda_stream_t *s = ctx;
+    (void)keel__cuda_use_device(s->dev);
+    keel__cuda_stream_touch(s);
+    return s->stream;
+}
+
+static inline size_t esize(keel_dtype_t dt)
+{
+    return dt == KEEL_F64 ? 8 : dt == KEEL_F32 ? 4 : 2;
+}
+
+static inline cudaDataType_t cuda_type(keel_dtype_t dt)
+{
+    switch (dt) {
+    case KEEL_F64: return CUDA_R_64F;
+    case KEEL_F16: return CUDA_R_16F;
+    case KEEL_BF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+    }
+}
+
+static inline cublasComputeType_t compute_type(keel_dtype_t in, keel_compute_t c)
+{
+    if (in == KEEL_F64)
+        return CUBLAS_COMPUTE_64F;
+    return c == KEEL_COMPUTE_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+/* One key type for both users of the plan cache: dense (op 0; w, x, y)
+ * and GEMM (op 1; w = A, x = B, y = C, transx, the C type, the batch and the
+ * alignment class of the pointers). Keys are zeroed before they are filled. */
+typedef struct {
+    int device, dtype, compute, act, has_bias, transw, row_major;
+    int op, transx, ctype, align;
+    uint64_t m, n, k, ldw, ldx, ldy, batch, sw, sx, sy;
+} lt_key_t;
+
+typedef struct {
+    lt_key_t key;
+    int ok; /* 0: cuBLASLt has no algorithm for it; take the other path */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+    pthread_mutex_t lock; /* the bias pointer lives in the shared descriptor */
+} lt_entry_t;
+
+/* What a GEMM plan may time its candidates with: the call that asked for it. */
+typedef struct {
+    const keel_gemm_params_t *p;
+    keel__cuda_stream_t *s;
+    void *ws;
+} gemm_tune_t;
+
+/* The plan for @p key, built on first use (a GEMM plan times its candidates
+ * on @p tune's call; NULL tune: the heuristic's first). *owned = 1 when the
+ * table is full and the caller must free the entry after its call. NULL:
+ * out of host memory. */
+KEEL_CUDA_HIDDEN lt_entry_t *keel__cuda_lt_lookup(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_bytes,
+                                                  int *owned, const gemm_tune_t *tune);
+KEEL_CUDA_HIDDEN void keel__cuda_lt_entry_free(lt_entry_t *e);
+
+#endif /* KEEL_CUDA_LT_PLAN_H */
