@@ -1,11 +1,16 @@
-/* BLAS for keel-hip.so, and the per-stream scratch the built-in operations
- * use (on CUDA the cuBLASLt workspace doubles as that scratch).
+/* BLAS state for keel-hip.so: librocblas, opened at first use, and per
+ * stream the scratch of the built-in operations and a rocBLAS handle (on
+ * CUDA the cuBLASLt workspace doubles as that scratch).
  *
- * rocBLAS and hipBLASLt are not packaged in Debian 12, and keel-hip does not
- * call them yet: GEMM, GEMV and the dense layer answer NOT_SUPPORTED, naming
- * the library that is missing, or, where librocblas is installed, saying that
- * this build does not use it. The library is looked for once, at first use. */
-#include <dlfcn.h>
+ * rocBLAS is not packaged in Debian 12, so keel-hip neither links it nor
+ * needs its headers: hip_rocblas_load.c opens librocblas.so.0 (then
+ * librocblas.so) once, and without it GEMM, GEMV and the dense layer answer
+ * NOT_SUPPORTED with the reason. hipBLASLt is not used.
+ *
+ * A rocblas_handle carries its stream and is not safe to use from two
+ * streams at once, so each Keel stream gets its own, made on its first BLAS
+ * call on the stream's device and destroyed with the stream. */
+#include <pthread.h>
 #include <stdlib.h>
 #include "hip_internal.h"
 #include "cuda_shared.h"
@@ -14,11 +19,12 @@ enum { SCRATCH_BYTES = 64 << 10 };   /* reduce partials: 8 KiB at least (ops_gpu
 
 struct keel__cuda_blas_ctx {
     void *scratch;                   /* device memory of the stream's device */
+    _Atomic(keel__rocblas_handle_t) handle;
 };
 
-keel_status_t keel__hip_scratch(void *stream_ctx, void **work, size_t *work_bytes)
+/* The stream's BLAS context with its scratch; made once, under the stream's lock. */
+static keel_status_t blas_ctx(keel__cuda_stream_t *s, keel__cuda_blas_ctx_t **out)
 {
-    keel__cuda_stream_t *s = stream_ctx;
     keel__cuda_blas_ctx_t *b = atomic_load_explicit(&s->blas, memory_order_acquire);
     if (b == NULL) {
         pthread_mutex_lock(&s->lock);
@@ -38,8 +44,102 @@ keel_status_t keel__hip_scratch(void *stream_ctx, void **work, size_t *work_byte
         }
         pthread_mutex_unlock(&s->lock);
     }
+    *out = b;
+    return KEEL_OK;
+}
+
+keel_status_t keel__hip_scratch(void *stream_ctx, void **work, size_t *work_bytes)
+{
+    keel__cuda_blas_ctx_t *b;
+    keel_status_t st = blas_ctx(stream_ctx, &b);
+    if (st != KEEL_OK)
+        return st;
     *work = b->scratch;
     *work_bytes = SCRATCH_BYTES;
+    return KEEL_OK;
+}
+
+/* ---- the library ---- */
+
+static keel__rocblas_api_t rocblas;
+static char rocblas_why[512];
+static int rocblas_ok;
+static pthread_once_t rocblas_once = PTHREAD_ONCE_INIT;
+
+static void rocblas_open(void)
+{
+    static const char *const names[] = {"librocblas.so.0", "librocblas.so", NULL};
+    rocblas_ok = keel__rocblas_load(names, &rocblas, rocblas_why, sizeof rocblas_why) == 0;
+}
+
+keel_status_t keel__hip_blas_unavailable(const char *keel_fn)
+{
+    return keel__cuda_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
+                                      "%s: not supported by the hip backend: it needs rocBLAS, which is not usable "
+                                      "here (%s). Debian 12 does not package rocBLAS; keel-hip does not use "
+                                      "hipBLASLt",
+                                      keel_fn, rocblas_why);
+}
+
+keel_status_t keel__hip_rocblas_error(int status, const char *keel_fn, const char *call)
+{
+    keel_status_t ks = status == KEEL_RB_STATUS_MEMORY_ERROR     ? KEEL_ERROR_OUT_OF_MEMORY
+                       : status == KEEL_RB_STATUS_NOT_IMPLEMENTED ? KEEL_ERROR_NOT_SUPPORTED
+                                                                  : KEEL_ERROR_BACKEND;
+    return keel__cuda_host->set_error(ks, "%s: %s: %s (%d)", keel_fn, call, keel__rocblas_status_name(status),
+                                      status);
+}
+
+/* A rocBLAS handle on @p s's device, bound to its stream, with host scalars. */
+static keel_status_t handle_create(keel__cuda_stream_t *s, const char *keel_fn, keel__rocblas_handle_t *out)
+{
+    keel__rocblas_handle_t h = NULL;
+    gpuError_t err = keel__cuda_use_device(s->dev);
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, keel_fn, "rocblas_create_handle");
+    int rs = rocblas.create_handle(&h);
+    const char *call = "rocblas_create_handle";
+    if (rs == KEEL_RB_STATUS_SUCCESS) {
+        call = "rocblas_set_stream";
+        rs = rocblas.set_stream(h, s->stream);
+    }
+    if (rs == KEEL_RB_STATUS_SUCCESS) {
+        call = "rocblas_set_pointer_mode";
+        rs = rocblas.set_pointer_mode(h, KEEL_RB_POINTER_HOST);
+    }
+    if (rs != KEEL_RB_STATUS_SUCCESS) {
+        if (h != NULL)
+            (void)rocblas.destroy_handle(h);
+        return keel__hip_rocblas_error(rs, keel_fn, call);
+    }
+    *out = h;
+    return KEEL_OK;
+}
+
+keel_status_t keel__hip_rocblas(void *stream_ctx, const char *keel_fn, const keel__rocblas_api_t **api,
+                                keel__rocblas_handle_t *handle)
+{
+    pthread_once(&rocblas_once, rocblas_open);
+    if (!rocblas_ok)
+        return keel__hip_blas_unavailable(keel_fn);
+    keel__cuda_stream_t *s = stream_ctx;
+    keel__cuda_blas_ctx_t *b;
+    keel_status_t st = blas_ctx(s, &b);
+    if (st != KEEL_OK)
+        return st;
+    keel__rocblas_handle_t h = atomic_load_explicit(&b->handle, memory_order_acquire);
+    if (h == NULL) {
+        pthread_mutex_lock(&s->lock);
+        h = atomic_load_explicit(&b->handle, memory_order_relaxed);
+        if (h == NULL && (st = handle_create(s, keel_fn, &h)) == KEEL_OK)
+            atomic_store_explicit(&b->handle, h, memory_order_release);
+        pthread_mutex_unlock(&s->lock);
+        if (st != KEEL_OK)
+            return st;
+    }
+    (void)keel__hip_stream(s); /* the caller enqueues through the handle */
+    *api = &rocblas;
+    *handle = h;
     return KEEL_OK;
 }
 
@@ -48,42 +148,16 @@ void keel__cuda_blas_stream_release(keel__cuda_stream_t *s)
     keel__cuda_blas_ctx_t *b = atomic_exchange(&s->blas, NULL);
     if (b == NULL)
         return;
+    (void)keel__cuda_use_device(s->dev);
+    keel__rocblas_handle_t h = atomic_load(&b->handle);
+    if (h != NULL) /* only made once the library loaded */
+        (void)rocblas.destroy_handle(h);
     (void)gpuFree(b->scratch);
+    (void)gpuGetLastError();
     free(b);
 }
 
 void keel__cuda_blas_device_release(keel__cuda_device_t *dev)
 {
     (void)dev;
-}
-
-/* Which BLAS library is there: 0 none, 1 rocBLAS. Looked up once; the
- * handle is closed again, since nothing here calls into it. */
-static int blas_found(void)
-{
-    static atomic_int found = -1;
-    int f = atomic_load_explicit(&found, memory_order_relaxed);
-    if (f < 0) {
-        void *h = dlopen("librocblas.so.0", RTLD_NOW | RTLD_LOCAL);
-        if (h == NULL)
-            h = dlopen("librocblas.so", RTLD_NOW | RTLD_LOCAL);
-        f = h != NULL;
-        if (h != NULL)
-            dlclose(h);
-        atomic_store_explicit(&found, f, memory_order_relaxed);
-    }
-    return f;
-}
-
-keel_status_t keel__hip_blas_unavailable(const char *keel_fn)
-{
-    if (blas_found())
-        return keel__cuda_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
-                                          "%s: not supported by the hip backend: librocblas is installed, but this "
-                                          "keel-hip build does not call rocBLAS or hipBLASLt yet",
-                                          keel_fn);
-    return keel__cuda_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
-                                      "%s: not supported by the hip backend: it needs rocBLAS (librocblas.so.0) or "
-                                      "hipBLASLt, and neither is installed (Debian 12 packages neither)",
-                                      keel_fn);
 }

@@ -1,16 +1,16 @@
 /* The HIP operations table (keel/backend_ops.h): the GPU kernels of
  * kernels/gpu (built by hipcc) for the memory-bound operations, HIP's copy
- * engines for copies. GEMM, GEMV and the dense layer need rocBLAS or
- * hipBLASLt and answer NOT_SUPPORTED (hip_blas.c says which library is
- * missing); the core treats that like any other backend's refusal. */
+ * engines for copies. GEMM, GEMV and the dense layer go to rocBLAS
+ * (ops_blas_hip.c) and answer NOT_SUPPORTED where librocblas is missing
+ * (hip_blas.c says why); the core treats that like any other backend's
+ * refusal. */
 #include <math.h>
 #include "hip_internal.h"
 #include "cuda_shared.h"
 #include "keel/backend_ops.h"
 #include "kernels/gpu/ops_gpu.h"
 
-/* The stream's device made current, for the launchers' device queries. */
-static gpuStream_t stream_of(void *ctx)
+gpuStream_t keel__hip_stream(void *ctx)
 {
     keel__cuda_stream_t *s = ctx;
     (void)keel__cuda_use_device(s->dev);
@@ -18,7 +18,7 @@ static gpuStream_t stream_of(void *ctx)
     return s->stream;
 }
 
-static keel_status_t done(gpuError_t err, const char *keel_fn)
+keel_status_t keel__hip_launched(gpuError_t err, const char *keel_fn)
 {
     return KEEL_CUDA_UNLIKELY(err != gpuSuccess) ? keel__cuda_error(err, keel_fn, "kernel launch") : KEEL_OK;
 }
@@ -30,50 +30,51 @@ static size_t dsize(keel_dtype_t dt)
 
 static keel_status_t hip_fill(void *ctx, keel_dtype_t dt, void *ptr, size_t n, double value)
 {
-    gpuStream_t s = stream_of(ctx);
+    gpuStream_t s = keel__hip_stream(ctx);
     /* +0.0 is all zero bits in every dtype */
     gpuError_t err = value == 0.0 && !signbit(value) ? gpuMemsetAsync(ptr, 0, n * dsize(dt), s)
                                                      : keel__gpu_fill(s, (int)dt, ptr, n, value);
-    return done(err, "keel_fill");
+    return keel__hip_launched(err, "keel_fill");
 }
 
 static keel_status_t hip_cast(void *ctx, keel_dtype_t sdt, const void *src, keel_dtype_t ddt, void *dst, size_t n)
 {
     if (sdt == ddt && src == dst)
         return KEEL_OK;
-    gpuStream_t s = stream_of(ctx);
+    gpuStream_t s = keel__hip_stream(ctx);
     gpuError_t err = sdt == ddt ? gpuMemcpyAsync(dst, src, n * dsize(sdt), gpuMemcpyDefault, s)
                                 : keel__gpu_cast(s, (int)sdt, src, (int)ddt, dst, n);
-    return done(err, "keel_cast");
+    return keel__hip_launched(err, "keel_cast");
 }
 
 static keel_status_t hip_copy_2d(void *ctx, keel_dtype_t dt, size_t rows, size_t cols, const void *src, size_t lds,
                                  void *dst, size_t ldd)
 {
-    gpuStream_t s = stream_of(ctx);
+    gpuStream_t s = keel__hip_stream(ctx);
     size_t es = dsize(dt);
     gpuError_t err = rows == 1 || (lds == cols && ldd == cols)
                          ? gpuMemcpyAsync(dst, src, rows * cols * es, gpuMemcpyDefault, s)
                          : hipMemcpy2DAsync(dst, ldd * es, src, lds * es, cols * es, rows, gpuMemcpyDefault, s);
-    return done(err, "keel_copy_2d");
+    return keel__hip_launched(err, "keel_copy_2d");
 }
 
 static keel_status_t hip_transpose(void *ctx, keel_dtype_t dt, size_t rows, size_t cols, const void *src,
                                    size_t lds, void *dst, size_t ldd)
 {
-    return done(keel__gpu_transpose(stream_of(ctx), dsize(dt), rows, cols, src, lds, dst, ldd), "keel_transpose");
+    return keel__hip_launched(keel__gpu_transpose(keel__hip_stream(ctx), dsize(dt), rows, cols, src, lds, dst, ldd),
+                              "keel_transpose");
 }
 
 static keel_status_t hip_unary(void *ctx, keel_unary_op_t op, keel_dtype_t dt, size_t n, const void *x, void *y)
 {
-    return done(keel__gpu_unary(stream_of(ctx), (int)op, (int)dt, n, x, y), "keel_unary");
+    return keel__hip_launched(keel__gpu_unary(keel__hip_stream(ctx), (int)op, (int)dt, n, x, y), "keel_unary");
 }
 
 static keel_status_t hip_binary(void *ctx, const keel_binary_args_t *a)
 {
-    gpuError_t err = keel__gpu_binary(stream_of(ctx), (int)a->op, (int)a->dtype, (int)a->broadcast, a->rows, a->cols,
-                                      a->alpha, a->a, a->lda, a->beta, a->b, a->ldb, a->y, a->ldy);
-    return done(err, "keel_binary");
+    gpuError_t err = keel__gpu_binary(keel__hip_stream(ctx), (int)a->op, (int)a->dtype, (int)a->broadcast, a->rows,
+                                      a->cols, a->alpha, a->a, a->lda, a->beta, a->b, a->ldb, a->y, a->ldy);
+    return keel__hip_launched(err, "keel_binary");
 }
 
 static keel_status_t hip_reduce(void *ctx, keel_reduce_op_t op, keel_dtype_t dt, size_t rows, size_t cols,
@@ -85,47 +86,31 @@ static keel_status_t hip_reduce(void *ctx, keel_reduce_op_t op, keel_dtype_t dt,
     if (st != KEEL_OK)
         return st;
     gpuError_t err =
-        keel__gpu_reduce(stream_of(ctx), (int)op, (int)dt, (int)axis, rows, cols, x, ld, out, work, work_bytes);
-    return done(err, "keel_reduce");
+        keel__gpu_reduce(keel__hip_stream(ctx), (int)op, (int)dt, (int)axis, rows, cols, x, ld, out, work, work_bytes);
+    return keel__hip_launched(err, "keel_reduce");
 }
 
 static keel_status_t hip_argmax_rows(void *ctx, keel_dtype_t dt, size_t rows, size_t cols, const void *x, size_t ld,
                                      int64_t *out)
 {
-    return done(keel__gpu_argmax_rows(stream_of(ctx), (int)dt, rows, cols, x, ld, out), "keel_argmax_rows");
+    return keel__hip_launched(keel__gpu_argmax_rows(keel__hip_stream(ctx), (int)dt, rows, cols, x, ld, out),
+                              "keel_argmax_rows");
 }
 
 static keel_status_t hip_softmax_rows(void *ctx, keel_dtype_t dt, size_t rows, size_t cols, const void *x,
                                       size_t ldx, void *y, size_t ldy, int lg)
 {
-    gpuError_t err = keel__gpu_softmax_rows(stream_of(ctx), (int)dt, rows, cols, x, ldx, y, ldy, lg);
-    return done(err, "keel_softmax_rows");
+    gpuError_t err = keel__gpu_softmax_rows(keel__hip_stream(ctx), (int)dt, rows, cols, x, ldx, y, ldy, lg);
+    return keel__hip_launched(err, "keel_softmax_rows");
 }
 
 static keel_status_t hip_layernorm_rows(void *ctx, keel_dtype_t dt, size_t rows, size_t cols, const void *x,
                                         size_t ldx, const void *gamma, const void *beta, double eps, void *y,
                                         size_t ldy)
 {
-    gpuError_t err = keel__gpu_layernorm_rows(stream_of(ctx), (int)dt, rows, cols, x, ldx, gamma, beta, eps, y, ldy);
-    return done(err, "keel_layernorm_rows");
-}
-
-static keel_status_t hip_gemm(void *ctx, const keel_gemm_params_t *p)
-{
-    (void)ctx, (void)p;
-    return keel__hip_blas_unavailable("keel_gemm");
-}
-
-static keel_status_t hip_gemv(void *ctx, const keel_gemv_args_t *g)
-{
-    (void)ctx, (void)g;
-    return keel__hip_blas_unavailable("keel_gemv");
-}
-
-static keel_status_t hip_dense(void *ctx, const keel_dense_params_t *p)
-{
-    (void)ctx, (void)p;
-    return keel__hip_blas_unavailable("keel_dense");
+    gpuError_t err =
+        keel__gpu_layernorm_rows(keel__hip_stream(ctx), (int)dt, rows, cols, x, ldx, gamma, beta, eps, y, ldy);
+    return keel__hip_launched(err, "keel_layernorm_rows");
 }
 
 static const keel_ops_vtable_t hip_ops = {
@@ -141,9 +126,9 @@ static const keel_ops_vtable_t hip_ops = {
     .argmax_rows = hip_argmax_rows,
     .softmax_rows = hip_softmax_rows,
     .layernorm_rows = hip_layernorm_rows,
-    .gemm = hip_gemm,
-    .gemv = hip_gemv,
-    .dense = hip_dense,
+    .gemm = keel__hip_gemm,
+    .gemv = keel__hip_gemv,
+    .dense = keel__hip_dense,
 };
 
 KEEL_CUDA_HIDDEN const void *keel__cuda_ops_table(void);
