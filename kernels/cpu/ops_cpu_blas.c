@@ -554,7 +554,15 @@ static void dense_run(void *payload)
         else
             sgemm(0, tw, n, m, k, 1.0f, X, ldx, W, ldw, 0.0f, Y, ldy);
     }
-    keel__cpu_parallel_for(lines, len >= KEEL_CPU_GRAIN ? 1 : KEEL_CPU_GRAIN / len, dense_epilogue, r);
+    /* Up to 2^20 elements the pass runs on this thread: right after the
+     * GEMM, OpenBLAS's own threads still spin on the other cores, and
+     * waking Keel's pool to share the pass cost more than it saved (256^3:
+     * 47 -> 27 us over the GEMM alone on the 2-core development machine,
+     * 512^3: 78 -> 58 us; 1024^3 the same either way). */
+    if (lines * len <= ((size_t)1 << 20))
+        dense_epilogue(r, 0, lines);
+    else
+        keel__cpu_parallel_for(lines, len >= KEEL_CPU_GRAIN ? 1 : KEEL_CPU_GRAIN / len, dense_epilogue, r);
     free(r->ww);
     free(r->wx);
     free(r->wy);
