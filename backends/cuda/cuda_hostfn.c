@@ -192,7 +192,7 @@ static keel_status_t event_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *
         if (err == gpuSuccess)
             err = gpuEventCreateWithFlags(&e, gpuEventDisableTiming | gpuEventBlockingSync);
         if (err != gpuSuccess)
-            return keel__cuda_error(err, "keel_stream_launch_host_func", "cudaEventCreateWithFlags");
+            return keel__cuda_error(err, "keel_stream_launch_host_func", KEEL_GPU_CALL(gpuEventCreateWithFlags));
     }
     *out = e;
     return KEEL_OK;
@@ -214,7 +214,7 @@ keel_status_t keel__cuda_launch_host_func(keel__cuda_stream_t *s, keel_host_fn_t
     enum gpuStreamCaptureStatus cs = gpuStreamCaptureStatusNone;
     gpuError_t err = gpuStreamIsCapturing(s->stream, &cs);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, kfn, "cudaStreamIsCapturing");
+        return keel__cuda_error(err, kfn, KEEL_GPU_CALL(gpuStreamIsCapturing));
     struct keel__cuda_hostq *q = NULL;
     keel_status_t st = KEEL_ERROR_NOT_SUPPORTED;
     if (cs == gpuStreamCaptureStatusNone && atomic_load_explicit(&s->dev->stream_wait_value, memory_order_relaxed))
@@ -273,7 +273,7 @@ keel_status_t keel__cuda_launch_host_func(keel__cuda_stream_t *s, keel_host_fn_t
         event_put(q, event);
         pthread_mutex_unlock(&q->m);
         free(op);
-        return keel__cuda_error(err, kfn, "cudaEventRecord");
+        return keel__cuda_error(err, kfn, KEEL_GPU_CALL(gpuEventRecord));
     }
     if (res != gpuDrvSuccess)
         return keel__cu_error(res, kfn, "cuStreamWaitValue32");

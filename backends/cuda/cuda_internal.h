@@ -18,6 +18,12 @@
 #define KEEL_CUDA_HIDDEN __attribute__((visibility("hidden")))
 #define KEEL_CUDA_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* The vendor's own name of a gpu* call, as a string for error messages:
+ * KEEL_GPU_CALL(gpuMalloc) is "cudaMalloc" here and "hipMalloc" in the HIP
+ * plugin (the argument is macro-expanded before it is quoted). */
+#define KEEL_GPU_QUOTE_(x) #x
+#define KEEL_GPU_CALL(gpu_name) KEEL_GPU_QUOTE_(gpu_name)
+
 /* ---- the core's services (set once by keel_backend_init) ---- */
 KEEL_CUDA_HIDDEN extern const keel_host_api_t *keel__cuda_host;
 

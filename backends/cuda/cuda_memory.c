@@ -51,9 +51,9 @@ static keel_status_t mem_alloc(void *device_ctx, keel_memory_kind_t kind, size_t
             err = alloc_once(dev, kind, bytes, &p);
     }
     if (err != gpuSuccess)   /* the core prefixes the call, size, kind and device */
-        return keel__cuda_error(err, NULL, kind == KEEL_MEMORY_DEVICE ? "cudaMalloc"
-                                           : kind == KEEL_MEMORY_PINNED ? "cudaHostAlloc"
-                                                                        : "cudaMallocManaged");
+        return keel__cuda_error(err, NULL, kind == KEEL_MEMORY_DEVICE ? KEEL_GPU_CALL(gpuMalloc)
+                                           : kind == KEEL_MEMORY_PINNED ? KEEL_GPU_CALL(gpuHostAlloc)
+                                                                        : KEEL_GPU_CALL(gpuMallocManaged));
     *ptr = p;
     return KEEL_OK;
 }
@@ -77,7 +77,7 @@ static keel_status_t mem_alloc_async(void *stream_ctx, size_t bytes, void **ptr)
     gpuError_t err = gpuMallocAsync(&p, bytes, s->stream);
     keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))   /* the core prefixes the call, size and device */
-        return keel__cuda_error(err, NULL, "cudaMallocAsync");
+        return keel__cuda_error(err, NULL, KEEL_GPU_CALL(gpuMallocAsync));
     *ptr = p;
     return KEEL_OK;
 }

@@ -285,18 +285,18 @@ keel_status_t keel__cuda_staged_h2d(keel__cuda_stream_t *s, void *dst, const voi
     for (int slot = 0; done < bytes; slot = (slot + 1) % STAGING_SLOTS) {
         size_t n = bytes - done < st->chunk ? bytes - done : st->chunk;
         if (st->used[slot] && (err = gpuEventSynchronize(st->done[slot])) != gpuSuccess) {
-            what = "cudaEventSynchronize on a staging buffer";
+            what = KEEL_GPU_CALL(gpuEventSynchronize) " on a staging buffer";
             break;
         }
         parallel_memcpy(st->buf[slot], (const char *)src + done, n);
         err = gpuMemcpyAsync((char *)dst + done, st->buf[slot], n, gpuMemcpyHostToDevice, s->stream);
         if (err != gpuSuccess) {
-            what = "cudaMemcpyAsync from a staging buffer";
+            what = KEEL_GPU_CALL(gpuMemcpyAsync) " from a staging buffer";
             break;
         }
         err = gpuEventRecord(st->done[slot], s->stream);
         if (err != gpuSuccess) {
-            what = "cudaEventRecord";
+            what = KEEL_GPU_CALL(gpuEventRecord);
             break;
         }
         st->used[slot] = 1;
@@ -327,17 +327,17 @@ keel_status_t keel__cuda_staged_d2h(keel__cuda_stream_t *s, void *dst, const voi
             size_t off = issued * chunk;
             size_t n = bytes - off < chunk ? bytes - off : chunk;
             if (st->used[slot] && (err = gpuStreamWaitEvent(s->stream, st->done[slot], 0)) != gpuSuccess) {
-                what = "cudaStreamWaitEvent on a staging buffer";
+                what = KEEL_GPU_CALL(gpuStreamWaitEvent) " on a staging buffer";
                 break;
             }
             err = gpuMemcpyAsync(st->buf[slot], (const char *)src + off, n, gpuMemcpyDeviceToHost, s->stream);
             if (err != gpuSuccess) {
-                what = "cudaMemcpyAsync into a staging buffer";
+                what = KEEL_GPU_CALL(gpuMemcpyAsync) " into a staging buffer";
                 break;
             }
             err = gpuEventRecord(st->done[slot], s->stream);
             if (err != gpuSuccess) {
-                what = "cudaEventRecord";
+                what = KEEL_GPU_CALL(gpuEventRecord);
                 break;
             }
             st->used[slot] = 1;
@@ -349,7 +349,7 @@ keel_status_t keel__cuda_staged_d2h(keel__cuda_stream_t *s, void *dst, const voi
         size_t n = bytes - off < chunk ? bytes - off : chunk;
         err = gpuEventSynchronize(st->done[slot]);
         if (err != gpuSuccess) {
-            what = "cudaEventSynchronize on a staging buffer";
+            what = KEEL_GPU_CALL(gpuEventSynchronize) " on a staging buffer";
             break;
         }
         parallel_memcpy((char *)dst + off, st->buf[slot], n);
