@@ -41,7 +41,14 @@ void keel__cuda_lt_entry_free(lt_entry_t *e)
     free(e);
 }
 
+enum { LT_CANDIDATES = 8 };
+/* Plans are tuned only where timing the candidates costs little:
+ * 2 m n k batch up to 2^37 floating-point operations. */
+#define LT_TUNE_MAX_FLOP 137438953472.0
+
 static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune);
+static int dense_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeuristicResult_t *res, int nres,
+                      size_t ws_bytes, const gemm_tune_t *tune);
 
 /* Builds the descriptors and asks the heuristic once. Returns NULL only
  * when host memory ran out; an entry with ok = 0 records "not fusable". */
@@ -68,7 +75,7 @@ static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_
     default: epi = key->has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT; break;
     }
     cublasLtMatmulPreference_t pref = NULL;
-    cublasLtMatmulHeuristicResult_t res;
+    cublasLtMatmulHeuristicResult_t res[LT_CANDIDATES];
     int nres = 0;
     uint64_t wr = key->transw ? key->k : key->m, wc = key->transw ? key->m : key->k;
     /* Row-major data keeps its order in cuBLASLt's layouts, so the bias
@@ -94,10 +101,10 @@ static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_
         cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
                                              sizeof ws_bytes) == CUBLAS_STATUS_SUCCESS &&
-        cublasLtMatmulAlgoGetHeuristic(lt, e->desc, e->la, e->lb, e->lc, e->lc, pref, 1, &res, &nres) ==
+        cublasLtMatmulAlgoGetHeuristic(lt, e->desc, e->la, e->lb, e->lc, e->lc, pref, LT_CANDIDATES, res, &nres) ==
             CUBLAS_STATUS_SUCCESS &&
-        nres > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
-        e->algo = res.algo;
+        nres > 0 && res[0].state == CUBLAS_STATUS_SUCCESS) {
+        e->algo = res[tune && tune->dense ? dense_pick(e, lt, res, nres, ws_bytes, tune) : 0].algo;
         e->ok = 1;
     }
     if (pref)
@@ -141,42 +148,21 @@ lt_entry_t *keel__cuda_lt_lookup(const lt_key_t *key, cublasLtHandle_t lt, size_
     return e;
 }
 
-enum { LT_CANDIDATES = 8 };
-/* Plans are tuned only where timing the candidates costs little:
- * 2 m n k batch up to 2^37 floating-point operations. */
-#define LT_TUNE_MAX_FLOP 137438953472.0
 
-/* The fastest of the heuristic's candidates for this call, timed once when
- * the plan is made (a warm-up, then 2 to 16 runs by size, into a scratch
- * output so that C is only read). A small product runs faster on the GPU
- * than the host enqueues it, so each candidate's runs wait behind a short
- * hold of the stream and then run back to back: the events time the GPU.
- * 0 (the heuristic's first) when timing is not possible: the stream is
- * capturing a graph, the product is large, or the scratch cannot be had.
- * The first call of a shape pays for it and waits for the stream; later
- * calls reuse the choice. */
-static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeuristicResult_t *res, int nres,
-                     size_t ws_bytes, const gemm_tune_t *tune)
+/* Timing candidates. A small product runs faster on the GPU than the host
+ * enqueues it, so each candidate's runs wait behind a short hold of the
+ * stream and then run back to back: the events time the GPU. A warm-up run
+ * first, then 2 to 16 timed runs by size. Returns the index of the fastest
+ * candidate, 0 (the heuristic's first) when timing fails. */
+typedef int (*lt_run_fn)(void *ctx, const cublasLtMatmulAlgo_t *algo, cudaStream_t st);
+
+static int time_candidates(cudaStream_t st, const cublasLtMatmulHeuristicResult_t *res, int nres, double flop,
+                           lt_run_fn run, void *ctx)
 {
-    const keel_gemm_params_t *p = tune->p;
-    cudaStream_t st = on_device(tune->s);
-    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    if (nres < 2 || 2.0 * (double)p->m * (double)p->n * (double)p->k * (double)p->batch_count > LT_TUNE_MAX_FLOP ||
-        cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone)
-        return 0;
-    size_t extent = (p->batch_count - 1) * p->stride_c + (p->n - 1) * p->ldc + p->m;
-    void *d = NULL;
-    cudaEvent_t t0 = NULL, t1 = NULL;
-    int best = 0;
+    int runs = flop <= 1e9 ? 16 : flop <= 2e10 ? 6 : 2, best = 0;
     float best_ms = 0;
-    if (cudaMallocAsync(&d, extent * esize(p->c_type), st) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    double flop = 2.0 * (double)p->m * (double)p->n * (double)p->k * (double)p->batch_count;
-    int runs = flop <= 1e9 ? 16 : flop <= 2e10 ? 6 : 2;
+    cudaEvent_t t0 = NULL, t1 = NULL;
     if (cudaEventCreate(&t0) == cudaSuccess && cudaEventCreate(&t1) == cudaSuccess) {
-        float fa = (float)p->alpha, fb = (float)p->beta;
         for (int i = 0; i < nres; i++) {
             if (res[i].state != CUBLAS_STATUS_SUCCESS)
                 continue;
@@ -184,8 +170,7 @@ static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeu
             for (int r = 0; ok && r <= runs; r++) /* a warm-up, the hold and t0, then the timed runs */
                 ok = (r != 1 || (keel__gpu_hold(st, 20000u + 10000u * (unsigned)runs) == cudaSuccess &&
                                  cudaEventRecord(t0, st) == cudaSuccess)) &&
-                     cublasLtMatmul(lt, e->desc, &fa, p->a, e->la, p->b, e->lb, &fb, p->c, e->lc, d, e->lc,
-                                    &res[i].algo, tune->ws, ws_bytes, st) == CUBLAS_STATUS_SUCCESS;
+                     run(ctx, &res[i].algo, st);
             float ms = 0;
             if (ok && cudaEventRecord(t1, st) == cudaSuccess && cudaEventSynchronize(t1) == cudaSuccess &&
                 cudaEventElapsedTime(&ms, t0, t1) == cudaSuccess && (best_ms == 0 || ms < best_ms)) {
@@ -199,8 +184,73 @@ static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeu
         cudaEventDestroy(t0);
     if (t1)
         cudaEventDestroy(t1);
+    return best;
+}
+
+/* Whether a plan may time its candidates on this stream now: there are
+ * several, the product is small enough that timing costs little, and the
+ * stream is not capturing a graph (the runs would be captured). */
+static int may_time(cudaStream_t st, int nres, double flop)
+{
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    return nres >= 2 && flop <= LT_TUNE_MAX_FLOP && cudaStreamIsCapturing(st, &cap) == cudaSuccess &&
+           cap == cudaStreamCaptureStatusNone;
+}
+
+typedef struct {
+    const lt_entry_t *e;
+    cublasLtHandle_t lt;
+    const void *a, *b, *c;
+    void *d, *ws;
+    size_t ws_bytes;
+    float alpha, beta;
+} lt_run_t;
+
+static int run_matmul(void *ctx, const cublasLtMatmulAlgo_t *algo, cudaStream_t st)
+{
+    const lt_run_t *r = ctx;
+    return cublasLtMatmul(r->lt, r->e->desc, &r->alpha, r->a, r->e->la, r->b, r->e->lb, &r->beta, r->c, r->e->lc,
+                          r->d, r->e->lc, algo, r->ws, r->ws_bytes, st) == CUBLAS_STATUS_SUCCESS;
+}
+
+/* The fastest of a GEMM's candidates for this call, timed once when the plan
+ * is made into a scratch output, so that C is only read. The first call of a
+ * shape pays for it and waits for the stream; later calls reuse the choice. */
+static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeuristicResult_t *res, int nres,
+                     size_t ws_bytes, const gemm_tune_t *tune)
+{
+    const keel_gemm_params_t *p = tune->p;
+    cudaStream_t st = on_device(tune->s);
+    double flop = 2.0 * (double)p->m * (double)p->n * (double)p->k * (double)p->batch_count;
+    if (!may_time(st, nres, flop))
+        return 0;
+    size_t extent = (p->batch_count - 1) * p->stride_c + (p->n - 1) * p->ldc + p->m;
+    void *d = NULL;
+    if (cudaMallocAsync(&d, extent * esize(p->c_type), st) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    lt_run_t r = {e, lt, p->a, p->b, p->c, d, tune->ws, ws_bytes, (float)p->alpha, (float)p->beta};
+    int best = time_candidates(st, res, nres, flop, run_matmul, &r);
     cudaFreeAsync(d, st);
     return best;
+}
+
+/* The same for a dense layer: Y is output only (never read, never
+ * overlapping W, X or the bias), so the candidates write it directly; the
+ * call that asked for the plan writes it again. */
+static int dense_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeuristicResult_t *res, int nres,
+                      size_t ws_bytes, const gemm_tune_t *tune)
+{
+    const keel_dense_params_t *p = tune->dense;
+    cudaStream_t st = on_device(tune->s);
+    double flop = 2.0 * (double)p->m * (double)p->n * (double)p->k;
+    if (!may_time(st, nres, flop) ||
+        (p->bias && cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p->bias,
+                                                   sizeof p->bias) != CUBLAS_STATUS_SUCCESS))
+        return 0;
+    lt_run_t r = {e, lt, p->w, p->x, p->y, p->y, tune->ws, ws_bytes, 1.0f, 0.0f};
+    return time_candidates(st, res, nres, flop, run_matmul, &r);
 }
 
 /* A layout as a strided batch of `batch` matrices, `stride` elements apart. */

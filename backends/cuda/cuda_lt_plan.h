@@ -61,15 +61,16 @@ typedef struct {
     pthread_mutex_t lock; /* the bias pointer lives in the shared descriptor */
 } lt_entry_t;
 
-/* What a GEMM plan may time its candidates with: the call that asked for it. */
+/* What a plan may time its candidates with: the call that asked for it. */
 typedef struct {
-    const keel_gemm_params_t *p;
+    const keel_gemm_params_t *p;      /* a GEMM's call, or */
     keel__cuda_stream_t *s;
     void *ws;
+    const keel_dense_params_t *dense; /* a dense layer's */
 } gemm_tune_t;
 
-/* The plan for @p key, built on first use (a GEMM plan times its candidates
- * on @p tune's call; NULL tune: the heuristic's first). *owned = 1 when the
+/* The plan for @p key, built on first use (it times the heuristic's
+ * candidates on @p tune's call; NULL tune: the heuristic's first). *owned = 1 when the
  * table is full and the caller must free the entry after its call. NULL:
  * out of host memory. */
 KEEL_CUDA_HIDDEN lt_entry_t *keel__cuda_lt_lookup(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_bytes,

@@ -269,7 +269,7 @@ static keel_status_t gemm_lt(void *ctx, const keel_gemm_params_t *p)
         key.sw = p->stride_a, key.sx = p->stride_b, key.sy = p->stride_c;
     key.align = alignment_of(p->a, p->b, p->c);
     int owned;
-    gemm_tune_t tune = {p, s, ws};
+    gemm_tune_t tune = {p, s, ws, NULL};
     lt_entry_t *e = keel__cuda_lt_lookup(&key, lt, wsb, &owned, &tune);
     if (!e)
         return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_gemm: no host memory for a cuBLASLt plan");
@@ -313,7 +313,8 @@ static keel_status_t dense_lt(void *ctx, const keel_dense_params_t *p)
     if (key.compute)
         key.compute = KEEL_COMPUTE_TF32;
     int owned;
-    lt_entry_t *e = keel__cuda_lt_lookup(&key, lt, wsb, &owned, NULL);
+    gemm_tune_t tune = {NULL, s, ws, p};
+    lt_entry_t *e = keel__cuda_lt_lookup(&key, lt, wsb, &owned, &tune);
     if (!e)
         return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_dense: no host memory for a cuBLASLt plan");
     if (!e->ok) {
