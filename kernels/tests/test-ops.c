@@ -1572,5 +1572,5 @@ static Suite *ops_suite(void)
 
 int main(int argc, char **argv)
 {
-    return kt_main(argc, argv, ops_suite(), 1, 0);
+    return kt_main(argc, argv, ops_suite(), 1, 1);
 }
