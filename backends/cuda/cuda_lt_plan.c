@@ -188,13 +188,22 @@ static int time_candidates(cudaStream_t st, const cublasLtMatmulHeuristicResult_
 }
 
 /* Whether a plan may time its candidates on this stream now: there are
- * several, the product is small enough that timing costs little, and the
- * stream is not capturing a graph (the runs would be captured). */
+ * several, the product is small enough that timing costs little, the
+ * stream is not capturing a graph (the runs would be captured), and it is
+ * idle. Timing waits for its own runs; on a stream with work still queued
+ * it would also wait for that work, and a call that is asynchronous must
+ * not: the queued work may wait for something the caller does only after
+ * this call returns (a host function, an event recorded later). A plan
+ * made on a busy stream keeps the heuristic's first algorithm. */
 static int may_time(cudaStream_t st, int nres, double flop)
 {
     enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    return nres >= 2 && flop <= LT_TUNE_MAX_FLOP && cudaStreamIsCapturing(st, &cap) == cudaSuccess &&
-           cap == cudaStreamCaptureStatusNone;
+    if (nres < 2 || flop > LT_TUNE_MAX_FLOP || cudaStreamIsCapturing(st, &cap) != cudaSuccess ||
+        cap != cudaStreamCaptureStatusNone)
+        return 0;
+    cudaError_t idle = cudaStreamQuery(st);
+    (void)cudaGetLastError(); /* cudaErrorNotReady is an answer, not an error to keep */
+    return idle == cudaSuccess;
 }
 
 typedef struct {
