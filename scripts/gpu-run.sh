@@ -141,30 +141,35 @@ run_tests() {
     done
 }
 
-# BENCHES: which of the two benchmark programs run (default both).
-run_bench() {
-    phase=$(date +%s)
-    case " ${BENCHES:-runtime ops} " in *" runtime "*) ;; *) bench_one_ops; return ;; esac
-    bench_one bench/keel-bench-cuda
-    # The staging pipeline's knobs: host threads and chunk size.
-    b=$BUILD/bench/keel-bench-cuda
-    if [ -e "$b" ]; then
-        sweep=$OUTDIR/pageable-sweep.txt
-        : >"$sweep"
-        for cfg in ${PAGEABLE_SWEEP:-4:4096 8:4096 12:4096 8:8192}; do
-            budget=$(left "$BENCH_BUDGET" "$phase")
-            [ "$budget" -gt 0 ] || break
-            echo "KEEL_CUDA_COPY_THREADS=${cfg%%:*} KEEL_CUDA_STAGING_CHUNK_KB=${cfg#*:}" >>"$sweep"
-            KEEL_BACKEND=cuda KEEL_CUDA_COPY_THREADS=${cfg%%:*} KEEL_CUDA_STAGING_CHUNK_KB=${cfg#*:} \
-                timeout "$budget" "$(real_binary "$b")" --quick --pageable 2>&1 | grep -E "^pageable|check" >>"$sweep"
-        done
-        cat "$sweep"
-    fi
-    bench_one_ops
+# wants_bench NAME: whether BENCHES (default "runtime ops") names it.
+wants_bench() {
+    case " ${BENCHES:-runtime ops} " in *" $1 "*) return 0 ;; esac
+    return 1
 }
 
-bench_one_ops() {
-    case " ${BENCHES:-runtime ops} " in *" ops "*) bench_one kernels/bench/keel-bench-ops-cuda ;; esac
+run_bench() {
+    phase=$(date +%s)
+    if wants_bench runtime; then
+        bench_one bench/keel-bench-cuda
+        run_pageable_sweep
+    fi
+    wants_bench ops && bench_one kernels/bench/keel-bench-ops-cuda
+}
+
+# The staging pipeline's knobs: host threads and chunk size.
+run_pageable_sweep() {
+    b=$BUILD/bench/keel-bench-cuda
+    [ -e "$b" ] || return
+    sweep=$OUTDIR/pageable-sweep.txt
+    : >"$sweep"
+    for cfg in ${PAGEABLE_SWEEP:-4:4096 8:4096 12:4096 8:8192}; do
+        budget=$(left "$BENCH_BUDGET" "$phase")
+        [ "$budget" -gt 0 ] || break
+        echo "KEEL_CUDA_COPY_THREADS=${cfg%%:*} KEEL_CUDA_STAGING_CHUNK_KB=${cfg#*:}" >>"$sweep"
+        KEEL_BACKEND=cuda KEEL_CUDA_COPY_THREADS=${cfg%%:*} KEEL_CUDA_STAGING_CHUNK_KB=${cfg#*:} \
+            timeout "$budget" "$(real_binary "$b")" --quick --pageable 2>&1 | grep -E "^pageable|check" >>"$sweep"
+    done
+    cat "$sweep"
 }
 
 bench_one() {

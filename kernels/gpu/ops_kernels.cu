@@ -1,10 +1,11 @@
 // GPU kernels of the built-in operations (see ops_gpu.h).
 //
 // Memory-bound kernels: each thread moves 16 bytes per access where the
-// pointers and shapes allow it (Pack<T>), loops grid-stride over the data,
-// and reductions combine with warp shuffles, then through shared memory.
-// f16 and bf16 compute in f32, f64 in f64. Row operations (softmax, layer
-// norm) keep the row in shared memory when it fits, so the data is read once.
+// pointers and shapes allow it (Pack<T>). The elementwise kernels take one
+// pack per thread over a full grid (FlatSplit below); reductions loop
+// grid-stride and combine with warp shuffles, then through shared memory.
+// f16 and bf16 compute in f32, f64 in f64. Softmax and layer norm are in
+// row_kernels.cu.
 #include "kernels/gpu/gpu_common.cuh"
 
 namespace {
