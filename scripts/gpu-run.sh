@@ -13,7 +13,7 @@
 #                                       .libs/ with LD_LIBRARY_PATH. Logs go to
 #                                       $OUT (or ./gpu-out), at most 8 files.
 #                                       Knobs (environment): TESTS_BUDGET, TEST_TIMEOUT,
-#                                       SUITES, BENCH_BUDGET, BENCHES ("runtime ops"),
+#                                       SUITES, ALGO_SWEEP (" " skips it), BENCH_BUDGET, BENCHES ("runtime ops"),
 #                                       PAGEABLE_SWEEP, TORCH_BUDGET, TORCH_ARGS,
 #                                       SANITIZE_BUDGET, SANITIZE_RUNS ("tool:suite ...").
 #
@@ -138,6 +138,21 @@ run_tests() {
         KEEL_BACKEND=cuda timeout "$budget" "$bin" >>"$log" 2>&1
         rc=$?
         note "test  $t: rc=$rc ($(($(date +%s) - start)) s) $(tail -n 3 "$log" | grep -m1 -E '^[0-9]+%:' || true)"
+    done
+    run_algo_sweep
+}
+
+# The GEMM and dense tests once more with each cuBLASLt candidate a plan
+# may pick (KEEL_CUDA_LT_ALGO=N), since the tuner picks by speed alone.
+run_algo_sweep() {
+    t=kernels/tests/test-ops
+    case " $(echo $SUITES) " in *" $t "*) ;; *) return ;; esac
+    for n in ${ALGO_SWEEP:-0 1 2 3 4 5 6 7}; do
+        budget=$(left "$TESTS_BUDGET" "$phase")
+        [ "$budget" -gt 0 ] || { note "test  $t KEEL_CUDA_LT_ALGO=$n: not run (tests budget spent)"; continue; }
+        echo "===== $t blas (KEEL_BACKEND=cuda KEEL_CUDA_LT_ALGO=$n)" >>"$log"
+        KEEL_BACKEND=cuda KEEL_CUDA_LT_ALGO=$n CK_RUN_CASE=blas timeout "$budget" "$(real_binary "$BUILD/$t")" >>"$log" 2>&1
+        note "test  $t blas KEEL_CUDA_LT_ALGO=$n: rc=$? $(tail -n 3 "$log" | grep -m1 -E '^[0-9]+%:' || true)"
     done
 }
 

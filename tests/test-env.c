@@ -403,6 +403,44 @@ START_TEST(malformed_cpu_variables_are_invalid_environment)
 }
 END_TEST
 
+/* The CUDA plugin checks its own variables at probe, before it looks for a
+ * driver, so garbage in them is an error naming the variable on any machine
+ * where the plugin is built, with or without a GPU. */
+START_TEST(malformed_cuda_variables_are_invalid_environment)
+{
+    probe_t p = run(NOENV, CMDS("backends"));
+    char *info = kt_line_value(p.r.out, "backend:cuda");
+    int built = info != NULL && strstr(info, "keel-cuda.so") != NULL;
+    free(info);
+    done(&p);
+    if (!built) {
+        printf("keel-cuda.so is not built here: the CUDA plugin's variables were not checked\n");
+        return;
+    }
+    const char *values[] = {"KEEL_CUDA_LAUNCH=kernels",  "KEEL_CUDA_HOST_FUNCS=both", "KEEL_CUDA_COPY_THREADS=0",
+                            "KEEL_CUDA_COPY_THREADS=17", "KEEL_CUDA_STAGING_CHUNK_KB=1x", "KEEL_CUDA_LT_ALGO=8",
+                            "KEEL_CUDA_LT_ALGO=-1",      "KEEL_CUDA_LT_ALGO=fast",    "KEEL_CUDA_LT_ALGO=3 "};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(strchr(values[i], '=') - values[i]), values[i]);
+        p = run(ENV("KEEL_BACKEND=cuda", values[i]), CMDS("init"));
+        EXPECT_STATUS(p, "init", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_DETAIL_HAS(p, "init", name);
+        done(&p);
+    }
+    /* the accepted forms get past the check (to "no device" on a machine without a GPU) */
+    const char *fine[] = {"KEEL_CUDA_LT_ALGO=tune", "KEEL_CUDA_LT_ALGO=0", "KEEL_CUDA_LT_ALGO=7"};
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+        p = run(ENV("KEEL_BACKEND=cuda", fine[i]), CMDS("init"));
+        char *st = status_of(&p, "init");
+        ck_assert_msg(strcmp(st, "KEEL_ERROR_INVALID_ENVIRONMENT") != 0, "[%s] init refused an accepted value",
+                      p.what);
+        free(st);
+        done(&p);
+    }
+}
+END_TEST
+
 /* A block that keel_free_async keeps on its stream for reuse counts against
  * the cap until it is released: an allocation that would fail because of it
  * releases the kept blocks and succeeds. With 2 MiB blocks under a 3 MiB
@@ -524,6 +562,7 @@ static Suite *suite(void)
     TCase *tcpu = kt_tcase_create("cpu", 120);
     tcase_add_test(tcpu, cpu_devices_sets_the_device_count);
     tcase_add_test(tcpu, malformed_cpu_variables_are_invalid_environment);
+    tcase_add_test(tcpu, malformed_cuda_variables_are_invalid_environment);
     tcase_add_test(tcpu, cpu_memory_limit_caps_each_device_and_is_recoverable);
     tcase_add_test(tcpu, blocks_kept_for_reuse_give_way_to_other_allocations);
     tcase_add_test(tcpu, cpu_threads_one_still_works);

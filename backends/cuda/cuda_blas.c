@@ -85,6 +85,9 @@ keel_status_t keel__cuda_cublas(void *stream_ctx, cublasHandle_t *handle)
             st = keel__cuda_error(err, "cublasCreate", NULL);
         } else if ((cs = cublasCreate(&h)) != CUBLAS_STATUS_SUCCESS ||
                    (cs = cublasSetStream(h, s->stream)) != CUBLAS_STATUS_SUCCESS ||
+                   /* f16 and bf16 results accumulate in f32, split-K partial sums too */
+                   (cs = cublasSetMathMode(h, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)) !=
+                       CUBLAS_STATUS_SUCCESS ||
                    (cs = cublasSetWorkspace(h, b->workspace, b->workspace_bytes)) != CUBLAS_STATUS_SUCCESS) {
             if (h != NULL)
                 (void)cublasDestroy(h);

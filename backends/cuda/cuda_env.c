@@ -34,5 +34,12 @@ keel_status_t keel__cuda_check_env(void)
         return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
                                           "KEEL_CUDA_STAGING_CHUNK_KB=\"%s\": expected a whole number from 256 to 262144",
                                           v);
+#ifndef KEEL_GPU_HIP /* cuBLASLt plans (cuda_lt_plan.h) */
+    if ((v = getenv("KEEL_CUDA_LT_ALGO")) && v[0] && strcmp(v, "tune") != 0 && !number_in(v, 0, KEEL_CUDA_LT_ALGO_MAX))
+        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
+                                          "KEEL_CUDA_LT_ALGO=\"%s\": expected tune (the default) or a candidate "
+                                          "number from 0 to %d",
+                                          v, KEEL_CUDA_LT_ALGO_MAX);
+#endif
     return KEEL_OK;
 }

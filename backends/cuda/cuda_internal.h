@@ -17,6 +17,12 @@
 
 #define KEEL_CUDA_HIDDEN __attribute__((visibility("hidden")))
 #define KEEL_CUDA_UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* KEEL_CUDA_LT_ALGO: "tune" (the default: cuBLASLt plans time the
+ * heuristic's candidates, cuda_lt_plan.c), or N: every plan runs candidate
+ * N (the last when there are fewer), untimed, for runs that must pick the
+ * same algorithm every time and for tests of each candidate a plan may
+ * pick. Checked at probe (cuda_env.c). */
+#define KEEL_CUDA_LT_ALGO_MAX 7
 
 /* The vendor's own name of a gpu* call, as a string for error messages:
  * KEEL_GPU_CALL(gpuMalloc) is "cudaMalloc" here and "hipMalloc" in the HIP

@@ -41,14 +41,58 @@ void keel__cuda_lt_entry_free(lt_entry_t *e)
     free(e);
 }
 
-enum { LT_CANDIDATES = 8 };
 /* Plans are tuned only where timing the candidates costs little:
  * 2 m n k batch up to 2^37 floating-point operations. */
 #define LT_TUNE_MAX_FLOP 137438953472.0
+/* Calls of a plan built on a busy stream that may still time its
+ * candidates (each try costs a stream query while the stream is busy). */
+#define LT_TUNE_TRIES 64
 
-static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune);
-static int dense_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeuristicResult_t *res, int nres,
-                      size_t ws_bytes, const gemm_tune_t *tune);
+static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes);
+static void lt_tune(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune);
+
+/* The preference both plans ask the heuristic with: the workspace there
+ * is, and for f16 and bf16 outputs no split-K reduction in the output type
+ * (INPLACE and OUTPUT_TYPE sum the partial products rounded to 16 bits;
+ * Keel promises f32 accumulation). */
+static int lt_pref(cublasLtMatmulPreference_t *pref, size_t ws_bytes, keel_dtype_t out)
+{
+    uint32_t mask = out == KEEL_F16 || out == KEEL_BF16 ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+                                                        : CUBLASLT_REDUCTION_SCHEME_MASK;
+    return cublasLtMatmulPreferenceCreate(pref) == CUBLAS_STATUS_SUCCESS &&
+           cublasLtMatmulPreferenceSetAttribute(*pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                sizeof ws_bytes) == CUBLAS_STATUS_SUCCESS &&
+           cublasLtMatmulPreferenceSetAttribute(*pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask,
+                                                sizeof mask) == CUBLAS_STATUS_SUCCESS;
+}
+
+/* KEEL_CUDA_LT_ALGO as a candidate number, -1 for "tune" (checked at probe). */
+static int lt_forced_algo(void)
+{
+    static _Atomic int cached = -2;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v == -2) {
+        const char *s = getenv("KEEL_CUDA_LT_ALGO");
+        v = s && s[0] >= '0' && s[0] <= '9' ? atoi(s) : -1;
+        if (v > KEEL_CUDA_LT_ALGO_MAX)
+            v = KEEL_CUDA_LT_ALGO_MAX;
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+/* Keeps the heuristic's answer in the entry: ok, with the first candidate
+ * picked (or the one KEEL_CUDA_LT_ALGO names); timing them is lt_tune's. */
+static void lt_keep(lt_entry_t *e, const cublasLtMatmulHeuristicResult_t *res, int nres)
+{
+    int forced = lt_forced_algo();
+    memcpy(e->cand, res, (size_t)nres * sizeof *res);
+    e->ncand = nres;
+    int pick = forced < 0 ? 0 : forced < nres ? forced : nres - 1;
+    atomic_init(&e->pick, res[pick].state == CUBLAS_STATUS_SUCCESS ? pick : 0);
+    atomic_init(&e->tune_tries, nres > 1 && forced < 0 ? LT_TUNE_TRIES : 0);
+    e->ok = 1;
+}
 
 /* Builds the descriptors and asks the heuristic once. Returns NULL only
  * when host memory ran out; an entry with ok = 0 records "not fusable". */
@@ -60,7 +104,9 @@ static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_
     e->key = *key;
     pthread_mutex_init(&e->lock, NULL);
     if (key->op == 1) {
-        lt_build_gemm(e, lt, ws_bytes, tune);
+        lt_build_gemm(e, lt, ws_bytes);
+        if (e->ok && tune)
+            lt_tune(e, lt, ws_bytes, tune);
         return e;
     }
     keel_dtype_t dt = (keel_dtype_t)key->dtype;
@@ -98,17 +144,15 @@ static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_
               CUBLAS_STATUS_SUCCESS &&
           cublasLtMatrixLayoutSetAttribute(e->lc, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof order) ==
               CUBLAS_STATUS_SUCCESS)) &&
-        cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                             sizeof ws_bytes) == CUBLAS_STATUS_SUCCESS &&
+        lt_pref(&pref, ws_bytes, dt) &&
         cublasLtMatmulAlgoGetHeuristic(lt, e->desc, e->la, e->lb, e->lc, e->lc, pref, LT_CANDIDATES, res, &nres) ==
             CUBLAS_STATUS_SUCCESS &&
-        nres > 0 && res[0].state == CUBLAS_STATUS_SUCCESS) {
-        e->algo = res[tune && tune->dense ? dense_pick(e, lt, res, nres, ws_bytes, tune) : 0].algo;
-        e->ok = 1;
-    }
+        nres > 0 && res[0].state == CUBLAS_STATUS_SUCCESS)
+        lt_keep(e, res, nres);
     if (pref)
         cublasLtMatmulPreferenceDestroy(pref);
+    if (e->ok && tune)
+        lt_tune(e, lt, ws_bytes, tune);
     return e;
 }
 
@@ -122,8 +166,11 @@ lt_entry_t *keel__cuda_lt_lookup(const lt_key_t *key, cublasLtHandle_t lt, size_
         lt_entry_t *e = atomic_load_explicit(&lt_table[(h + i) % LT_SLOTS], memory_order_acquire);
         if (!e)
             break;
-        if (memcmp(&e->key, key, sizeof *key) == 0)
+        if (memcmp(&e->key, key, sizeof *key) == 0) {
+            if (tune && atomic_load_explicit(&e->tune_tries, memory_order_relaxed) > 0)
+                lt_tune(e, lt, ws_bytes, tune);
             return e;
+        }
     }
     lt_entry_t *e = lt_build(key, lt, ws_bytes, tune);
     if (!e)
@@ -187,20 +234,19 @@ static int time_candidates(cudaStream_t st, const cublasLtMatmulHeuristicResult_
     return best;
 }
 
-/* Whether a plan may time its candidates on this stream now: there are
- * several, the product is small enough that timing costs little, the
- * stream is not capturing a graph (the runs would be captured), and it is
- * idle. Timing waits for its own runs; on a stream with work still queued
- * it would also wait for that work, and a call that is asynchronous must
- * not: the queued work may wait for something the caller does only after
- * this call returns (a host function, an event recorded later). A plan
- * made on a busy stream keeps the heuristic's first algorithm. */
-static int may_time(cudaStream_t st, int nres, double flop)
+/* Whether a plan may time its candidates on this stream now: it is not
+ * capturing a graph (the runs would be captured) and it is idle. Timing
+ * waits for its own runs; on a stream with work still queued it would also
+ * wait for that work, and a call that is asynchronous must not: the queued
+ * work may wait for something the caller does only after this call returns
+ * (a host function, an event recorded later). */
+static int stream_idle(cudaStream_t st)
 {
     enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    if (nres < 2 || flop > LT_TUNE_MAX_FLOP || cudaStreamIsCapturing(st, &cap) != cudaSuccess ||
-        cap != cudaStreamCaptureStatusNone)
+    if (cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
+        (void)cudaGetLastError();
         return 0;
+    }
     cudaError_t idle = cudaStreamQuery(st);
     (void)cudaGetLastError(); /* cudaErrorNotReady is an answer, not an error to keep */
     return idle == cudaSuccess;
@@ -222,17 +268,12 @@ static int run_matmul(void *ctx, const cublasLtMatmulAlgo_t *algo, cudaStream_t 
                           r->d, r->e->lc, algo, r->ws, r->ws_bytes, st) == CUBLAS_STATUS_SUCCESS;
 }
 
-/* The fastest of a GEMM's candidates for this call, timed once when the plan
- * is made into a scratch output, so that C is only read. The first call of a
- * shape pays for it and waits for the stream; later calls reuse the choice. */
-static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeuristicResult_t *res, int nres,
-                     size_t ws_bytes, const gemm_tune_t *tune)
+/* The fastest of a GEMM's candidates for this call, timed into a scratch
+ * output, so that C is only read. */
+static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune, cudaStream_t st)
 {
     const keel_gemm_params_t *p = tune->p;
-    cudaStream_t st = on_device(tune->s);
     double flop = 2.0 * (double)p->m * (double)p->n * (double)p->k * (double)p->batch_count;
-    if (!may_time(st, nres, flop))
-        return 0;
     size_t extent = (p->batch_count - 1) * p->stride_c + (p->n - 1) * p->ldc + p->m;
     void *d = NULL;
     if (cudaMallocAsync(&d, extent * esize(p->c_type), st) != cudaSuccess) {
@@ -240,26 +281,54 @@ static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeu
         return 0;
     }
     lt_run_t r = {e, lt, p->a, p->b, p->c, d, tune->ws, ws_bytes, (float)p->alpha, (float)p->beta};
-    int best = time_candidates(st, res, nres, flop, run_matmul, &r);
+    int best = time_candidates(st, e->cand, e->ncand, flop, run_matmul, &r);
     cudaFreeAsync(d, st);
     return best;
 }
 
 /* The same for a dense layer: Y is output only (never read, never
  * overlapping W, X or the bias), so the candidates write it directly; the
- * call that asked for the plan writes it again. */
-static int dense_pick(lt_entry_t *e, cublasLtHandle_t lt, const cublasLtMatmulHeuristicResult_t *res, int nres,
-                      size_t ws_bytes, const gemm_tune_t *tune)
+ * call that timed them writes it again. The caller holds e->lock (the bias
+ * pointer is set in the shared descriptor). */
+static int dense_pick(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune, cudaStream_t st)
 {
     const keel_dense_params_t *p = tune->dense;
-    cudaStream_t st = on_device(tune->s);
     double flop = 2.0 * (double)p->m * (double)p->n * (double)p->k;
-    if (!may_time(st, nres, flop) ||
-        (p->bias && cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p->bias,
-                                                   sizeof p->bias) != CUBLAS_STATUS_SUCCESS))
+    if (p->bias && cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p->bias,
+                                                  sizeof p->bias) != CUBLAS_STATUS_SUCCESS)
         return 0;
     lt_run_t r = {e, lt, p->w, p->x, p->y, p->y, tune->ws, ws_bytes, 1.0f, 0.0f};
-    return time_candidates(st, res, nres, flop, run_matmul, &r);
+    return time_candidates(st, e->cand, e->ncand, flop, run_matmul, &r);
+}
+
+static double plan_flop(const lt_key_t *k)
+{
+    return 2.0 * (double)k->m * (double)k->n * (double)k->k * (double)(k->batch ? k->batch : 1);
+}
+
+/* Times the plan's candidates on this call when its stream is idle, and
+ * picks the fastest; on a busy stream, counts a try (the plan keeps its
+ * pick, the heuristic's first, and a later call may try again). One thread
+ * times a plan at a time; the others run with its current pick. */
+static void lt_tune(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune)
+{
+    if (e->ncand < 2 || lt_forced_algo() >= 0 || plan_flop(&e->key) > LT_TUNE_MAX_FLOP || (e->key.op == 1 ? !tune->p : !tune->dense)) {
+        atomic_store_explicit(&e->tune_tries, 0, memory_order_relaxed);
+        return;
+    }
+    if (pthread_mutex_trylock(&e->lock) != 0)
+        return;
+    if (atomic_load_explicit(&e->tune_tries, memory_order_relaxed) > 0) {
+        cudaStream_t st = on_device(tune->s);
+        if (stream_idle(st)) {
+            int best = e->key.op == 1 ? gemm_pick(e, lt, ws_bytes, tune, st) : dense_pick(e, lt, ws_bytes, tune, st);
+            atomic_store_explicit(&e->pick, best, memory_order_release);
+            atomic_store_explicit(&e->tune_tries, 0, memory_order_relaxed);
+        } else {
+            atomic_fetch_sub_explicit(&e->tune_tries, 1, memory_order_relaxed);
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
 }
 
 /* A layout as a strided batch of `batch` matrices, `stride` elements apart. */
@@ -274,7 +343,7 @@ static int set_batch(cublasLtMatrixLayout_t l, int32_t batch, int64_t stride)
 /* A GEMM plan: column-major layouts (strided batches when batch > 1), the
  * heuristic's first algorithm for the pointers' alignment. ok stays 0 when
  * cuBLASLt has none, and the call goes to cublasGemmEx. */
-static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune)
+static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes)
 {
     const lt_key_t *key = &e->key;
     keel_dtype_t at = (keel_dtype_t)key->dtype, ct = (keel_dtype_t)key->ctype;
@@ -297,9 +366,7 @@ static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, c
              LT_OK(cublasLtMatrixLayoutCreate(&e->lc, cuda_type(ct), key->m, key->n, (int64_t)key->ldy));
     if (ok && batch > 1)
         ok = set_batch(e->la, batch, sw) && set_batch(e->lb, batch, sx) && set_batch(e->lc, batch, sy);
-    ok = ok && LT_OK(cublasLtMatmulPreferenceCreate(&pref)) &&
-         LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                                    sizeof ws_bytes));
+    ok = ok && lt_pref(&pref, ws_bytes, ct);
     static const cublasLtMatmulPreferenceAttributes_t min_align[] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
@@ -309,10 +376,8 @@ static void lt_build_gemm(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, c
                                               &nres)) &&
          nres > 0 && res[0].state == CUBLAS_STATUS_SUCCESS;
 #undef LT_OK
-    if (ok) {
-        e->algo = res[tune ? gemm_pick(e, lt, res, nres, ws_bytes, tune) : 0].algo;
-        e->ok = 1;
-    }
+    if (ok)
+        lt_keep(e, res, nres);
     if (pref)
         cublasLtMatmulPreferenceDestroy(pref);
 }

@@ -52,14 +52,29 @@ typedef struct {
     uint64_t m, n, k, ldw, ldx, ldy, batch, sw, sx, sy;
 } lt_key_t;
 
+enum { LT_CANDIDATES = KEEL_CUDA_LT_ALGO_MAX + 1 };
+
 typedef struct {
     lt_key_t key;
     int ok; /* 0: cuBLASLt has no algorithm for it; take the other path */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatmulAlgo_t algo;
-    pthread_mutex_t lock; /* the bias pointer lives in the shared descriptor */
+    /* The heuristic's candidates (fixed once built) and the one calls use:
+     * the first, until the plan's candidates have been timed. */
+    cublasLtMatmulHeuristicResult_t cand[LT_CANDIDATES];
+    int ncand;
+    _Atomic int pick;
+    /* > 0: not timed yet because the stream had work queued; that many
+     * later calls may still time them, when they find the stream idle. */
+    _Atomic int tune_tries;
+    pthread_mutex_t lock; /* the bias pointer lives in the shared descriptor; held while timing */
 } lt_entry_t;
+
+/* The algorithm a call of the plan runs. */
+static inline const cublasLtMatmulAlgo_t *lt_algo(lt_entry_t *e)
+{
+    return &e->cand[atomic_load_explicit(&e->pick, memory_order_acquire)].algo;
+}
 
 /* What a plan may time its candidates with: the call that asked for it. */
 typedef struct {
@@ -69,10 +84,11 @@ typedef struct {
     const keel_dense_params_t *dense; /* a dense layer's */
 } gemm_tune_t;
 
-/* The plan for @p key, built on first use (it times the heuristic's
- * candidates on @p tune's call; NULL tune: the heuristic's first). *owned = 1 when the
- * table is full and the caller must free the entry after its call. NULL:
- * out of host memory. */
+/* The plan for @p key, built on first use. Its candidates are timed on
+ * @p tune's call (NULL: never; the heuristic's first) when the stream is
+ * idle; a plan built on a busy stream times them on a later call that finds
+ * it idle. *owned = 1 when the table is full and the caller must free the
+ * entry after its call. NULL: out of host memory. */
 KEEL_CUDA_HIDDEN lt_entry_t *keel__cuda_lt_lookup(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_bytes,
                                                   int *owned, const gemm_tune_t *tune);
 KEEL_CUDA_HIDDEN void keel__cuda_lt_entry_free(lt_entry_t *e);

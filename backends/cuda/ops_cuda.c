@@ -277,7 +277,7 @@ static keel_status_t gemm_lt(void *ctx, const keel_gemm_params_t *p)
     if (e->ok) {
         float fa = (float)p->alpha, fb = (float)p->beta;
         (void)on_device(ctx);
-        cs = cublasLtMatmul(lt, e->desc, &fa, p->a, e->la, p->b, e->lb, &fb, p->c, e->lc, p->c, e->lc, &e->algo, ws,
+        cs = cublasLtMatmul(lt, e->desc, &fa, p->a, e->la, p->b, e->lb, &fb, p->c, e->lc, p->c, e->lc, lt_algo(e), ws,
                             wsb, s->stream);
     }
     if (owned)
@@ -329,7 +329,7 @@ static keel_status_t dense_lt(void *ctx, const keel_dense_params_t *p)
     if (p->bias)
         cs = cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p->bias, sizeof p->bias);
     if (cs == CUBLAS_STATUS_SUCCESS)
-        cs = cublasLtMatmul(lt, e->desc, &one, p->w, e->la, p->x, e->lb, &zero, p->y, e->lc, p->y, e->lc, &e->algo,
+        cs = cublasLtMatmul(lt, e->desc, &one, p->w, e->la, p->x, e->lb, &zero, p->y, e->lc, p->y, e->lc, lt_algo(e),
                             ws, wsb, s->stream);
     pthread_mutex_unlock(&e->lock);
     if (owned)
