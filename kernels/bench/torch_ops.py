@@ -155,7 +155,7 @@ def main():
             lambda: k.check(L.keel_reduce(k.stream, KEEL_REDUCE_SUM, KEEL_F32, rows, 4096, xa, 4096,
                                           KEEL_AXIS_ROWS, xy), "keel_reduce"),
             k, lambda: torch.sum(t2, dim=1), a.quick)
-    for cols in (128, 1024, 4096, 16384, 65536, 262144):
+    for cols in (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144):
         r = (n // 4) // cols
         tx = ta[: r * cols].view(r, cols)
         compare("softmax f32 %dx%d" % (r, cols), 8.0 * r * cols, "GB/s",
@@ -166,6 +166,14 @@ def main():
                 lambda: k.check(L.keel_layernorm_rows(k.stream, KEEL_F32, r, cols, xa, cols, None, None, 1e-5,
                                                       xy, cols), "keel_layernorm_rows"),
                 k, lambda: F.layer_norm(tx, (cols,)), a.quick)
+    for cols in (128, 4096):
+        r = (n // 4) // cols
+        tx16 = ta[: r * cols].view(r, cols).to(torch.bfloat16)
+        compare("softmax bf16 %dx%d" % (r, cols), 4.0 * r * cols, "GB/s",
+                lambda: k.check(L.keel_softmax_rows(k.stream, KEEL_BF16, r, cols, xa, cols, xy, cols, 0),
+                                "keel_softmax_rows"),
+                k, lambda: torch.softmax(tx16, dim=1), a.quick)
+        del tx16
     for p in (xa, xb, xy, out):
         L.keel_free(p)
     del ta, tb, ty
