@@ -3,9 +3,11 @@
  * CUDA the cuBLASLt workspace doubles as that scratch).
  *
  * rocBLAS is not packaged in Debian 12, so keel-hip neither links it nor
- * needs its headers: hip_rocblas_load.c opens librocblas.so.0 (then
- * librocblas.so) once, and without it GEMM, GEMV and the dense layer answer
- * NOT_SUPPORTED with the reason. hipBLASLt is not used.
+ * needs its headers: hip_rocblas_load.c opens librocblas once, and without
+ * it GEMM, GEMV and the dense layer answer NOT_SUPPORTED with the reason.
+ * ROCm 5.0 to 5.6 install it as librocblas.so.0 (rocBLAS 2.x and 3.0, ABI
+ * version 0), ROCm 5.7 as librocblas.so.3 (rocBLAS 3.1); librocblas.so, the
+ * development link, comes last. hipBLASLt is not used.
  *
  * A rocblas_handle carries its stream and is not safe to use from two
  * streams at once, so each Keel stream gets its own, made on its first BLAS
@@ -68,7 +70,7 @@ static pthread_once_t rocblas_once = PTHREAD_ONCE_INIT;
 
 static void rocblas_open(void)
 {
-    static const char *const names[] = {"librocblas.so.0", "librocblas.so", NULL};
+    static const char *const names[] = {"librocblas.so.0", "librocblas.so.3", "librocblas.so", NULL};
     rocblas_ok = keel__rocblas_load(names, &rocblas, rocblas_why, sizeof rocblas_why) == 0;
 }
 

@@ -13,7 +13,16 @@
  * pages (rocblas_sgemv, rocblas_dgemv, rocblas_gemm_ex,
  * rocblas_gemm_strided_batched_ex, whose last two arguments are
  * solution_index and flags since rocBLAS 2.x dropped the workspace ones).
- * The enumerations are passed as int, as C passes an enum whose values fit. */
+ * The enumerations are passed as int, as C passes an enum whose values fit.
+ *
+ * Checked against rocBLAS's own headers (library/include/internal/
+ * rocblas-types.h, rocblas-auxiliary.h, rocblas-functions.h of the 2.4x
+ * releases, ROCm 5.x): the values and argument lists below are the same
+ * there, and stay so in rocBLAS 3.x and 4.x (ROCm 6), whose gemm_ex still
+ * takes its compute type as a rocblas_datatype (rocblas_computetype is only
+ * for the 8-bit-float gemm_ex3). Later rocBLAS adds statuses 14 and 15, which
+ * keel__rocblas_status_name reports as unknown. With beta == 0, gemm_ex and
+ * gemv do not read C (y), so it may hold anything, NaN included. */
 #ifndef KEEL_HIP_ROCBLAS_H
 #define KEEL_HIP_ROCBLAS_H
 

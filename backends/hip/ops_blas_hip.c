@@ -10,7 +10,8 @@
  * GEMV: rocblas_sgemv / rocblas_dgemv; f16 and bf16 as a one-row GEMM.
  * Dense: GEMM, then one bias and activation pass (kernels/gpu).
  * k = 0 and an empty x make the output beta times itself, by the scale
- * kernel. Scalars are host values in the compute type. */
+ * kernel. Scalars are host values in the compute type. With beta = 0
+ * rocBLAS does not read C, so the dense layer's Y need not be initialised. */
 #include <limits.h>
 #include "hip_internal.h"
 #include "cuda_shared.h"
