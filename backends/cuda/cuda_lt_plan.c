@@ -90,7 +90,8 @@ static void lt_keep(lt_entry_t *e, const cublasLtMatmulHeuristicResult_t *res, i
     e->ncand = nres;
     int pick = forced < 0 ? 0 : forced < nres ? forced : nres - 1;
     atomic_init(&e->pick, res[pick].state == CUBLAS_STATUS_SUCCESS ? pick : 0);
-    atomic_init(&e->tune_tries, nres > 1 && forced < 0 ? LT_TUNE_TRIES : 0);
+    atomic_init(&e->tune_tries, (nres > 1 || e->key.op == 0) && forced < 0 ? LT_TUNE_TRIES : 0);
+    atomic_init(&e->unfused, 0);
     e->ok = 1;
 }
 
@@ -196,41 +197,66 @@ lt_entry_t *keel__cuda_lt_lookup(const lt_key_t *key, cublasLtHandle_t lt, size_
 }
 
 
-/* Timing candidates. A small product runs faster on the GPU than the host
- * enqueues it, so each candidate's runs wait behind a short hold of the
- * stream and then run back to back: the events time the GPU. A warm-up run
- * first, then 2 to 16 timed runs by size. Returns the index of the fastest
- * candidate, 0 (the heuristic's first) when timing fails. */
+/* Timing. A small product runs faster on the GPU than the host enqueues
+ * it, so the timed runs wait behind a short hold of the stream and then run
+ * back to back: the events time the GPU. A warm-up run first, then 2 to 16
+ * timed runs by size. */
 typedef int (*lt_run_fn)(void *ctx, const cublasLtMatmulAlgo_t *algo, cudaStream_t st);
 
-static int time_candidates(cudaStream_t st, const cublasLtMatmulHeuristicResult_t *res, int nres, double flop,
-                           lt_run_fn run, void *ctx)
+typedef struct {
+    cudaStream_t st;
+    cudaEvent_t t0, t1;
+    int runs;
+} lt_timer_t;
+
+static int timer_start(lt_timer_t *t, cudaStream_t st, double flop)
 {
-    int runs = flop <= 1e9 ? 16 : flop <= 2e10 ? 6 : 2, best = 0;
-    float best_ms = 0;
-    cudaEvent_t t0 = NULL, t1 = NULL;
-    if (cudaEventCreate(&t0) == cudaSuccess && cudaEventCreate(&t1) == cudaSuccess) {
-        for (int i = 0; i < nres; i++) {
-            if (res[i].state != CUBLAS_STATUS_SUCCESS)
-                continue;
-            int ok = 1;
-            for (int r = 0; ok && r <= runs; r++) /* a warm-up, the hold and t0, then the timed runs */
-                ok = (r != 1 || (keel__gpu_hold(st, 20000u + 10000u * (unsigned)runs) == cudaSuccess &&
-                                 cudaEventRecord(t0, st) == cudaSuccess)) &&
-                     run(ctx, &res[i].algo, st);
-            float ms = 0;
-            if (ok && cudaEventRecord(t1, st) == cudaSuccess && cudaEventSynchronize(t1) == cudaSuccess &&
-                cudaEventElapsedTime(&ms, t0, t1) == cudaSuccess && (best_ms == 0 || ms < best_ms)) {
-                best = i;
-                best_ms = ms;
-            }
+    t->st = st;
+    t->runs = flop <= 1e9 ? 16 : flop <= 2e10 ? 6 : 2;
+    t->t0 = t->t1 = NULL;
+    return cudaEventCreate(&t->t0) == cudaSuccess && cudaEventCreate(&t->t1) == cudaSuccess;
+}
+
+static void timer_end(lt_timer_t *t)
+{
+    (void)cudaGetLastError();
+    if (t->t0)
+        cudaEventDestroy(t->t0);
+    if (t->t1)
+        cudaEventDestroy(t->t1);
+}
+
+/* Milliseconds of the timed runs of @p run with @p algo; 0 when a run or
+ * the events failed. */
+static float time_runs(lt_timer_t *t, lt_run_fn run, void *ctx, const cublasLtMatmulAlgo_t *algo)
+{
+    int ok = 1;
+    for (int r = 0; ok && r <= t->runs; r++) /* a warm-up, the hold and t0, then the timed runs */
+        ok = (r != 1 || (keel__gpu_hold(t->st, 20000u + 10000u * (unsigned)t->runs) == cudaSuccess &&
+                         cudaEventRecord(t->t0, t->st) == cudaSuccess)) &&
+             run(ctx, algo, t->st);
+    float ms = 0;
+    if (!ok || cudaEventRecord(t->t1, t->st) != cudaSuccess || cudaEventSynchronize(t->t1) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, t->t0, t->t1) != cudaSuccess)
+        return 0;
+    return ms;
+}
+
+/* The index of the fastest of the plan's candidates (0, the heuristic's
+ * first, when timing fails), and its time in *best_ms (0 then). */
+static int time_candidates(lt_timer_t *t, const lt_entry_t *e, lt_run_fn run, void *ctx, float *best_ms)
+{
+    int best = 0;
+    *best_ms = 0;
+    for (int i = 0; i < e->ncand; i++) {
+        if (e->cand[i].state != CUBLAS_STATUS_SUCCESS)
+            continue;
+        float ms = time_runs(t, run, ctx, &e->cand[i].algo);
+        if (ms > 0 && (*best_ms == 0 || ms < *best_ms)) {
+            best = i;
+            *best_ms = ms;
         }
     }
-    (void)cudaGetLastError();
-    if (t0)
-        cudaEventDestroy(t0);
-    if (t1)
-        cudaEventDestroy(t1);
     return best;
 }
 
@@ -270,10 +296,10 @@ static int run_matmul(void *ctx, const cublasLtMatmulAlgo_t *algo, cudaStream_t 
 
 /* The fastest of a GEMM's candidates for this call, timed into a scratch
  * output, so that C is only read. */
-static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune, cudaStream_t st)
+static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune, lt_timer_t *t)
 {
     const keel_gemm_params_t *p = tune->p;
-    double flop = 2.0 * (double)p->m * (double)p->n * (double)p->k * (double)p->batch_count;
+    cudaStream_t st = t->st;
     size_t extent = (p->batch_count - 1) * p->stride_c + (p->n - 1) * p->ldc + p->m;
     void *d = NULL;
     if (cudaMallocAsync(&d, extent * esize(p->c_type), st) != cudaSuccess) {
@@ -281,24 +307,50 @@ static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const 
         return 0;
     }
     lt_run_t r = {e, lt, p->a, p->b, p->c, d, tune->ws, ws_bytes, (float)p->alpha, (float)p->beta};
-    int best = time_candidates(st, e->cand, e->ncand, flop, run_matmul, &r);
+    float ms;
+    int best = time_candidates(t, e, run_matmul, &r, &ms);
     cudaFreeAsync(d, st);
+    if (keel__cuda_host->log_enabled(KEEL_LOG_DEBUG))
+        keel__cuda_host->log(KEEL_LOG_DEBUG, "cuda: GEMM plan %llux%llux%llu (batch %llu): candidate %d of %d, %.2f us",
+                             (unsigned long long)p->m, (unsigned long long)p->n, (unsigned long long)p->k,
+                             (unsigned long long)p->batch_count, best, e->ncand, 1e3 * ms / t->runs);
     return best;
+}
+
+static int run_unfused(void *ctx, const cublasLtMatmulAlgo_t *algo, cudaStream_t st)
+{
+    (void)algo;
+    (void)st;
+    const gemm_tune_t *tune = ctx;
+    return tune->unfused(tune->s, tune->dense) == KEEL_OK;
 }
 
 /* The same for a dense layer: Y is output only (never read, never
  * overlapping W, X or the bias), so the candidates write it directly; the
- * call that timed them writes it again. The caller holds e->lock (the bias
- * pointer is set in the shared descriptor). */
-static int dense_pick(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune, cudaStream_t st)
+ * call that timed them writes it again. The fastest epilogue is then timed
+ * against GEMM plus the separate bias/activation pass (tune->unfused), and
+ * the plan takes whichever was faster for this shape (e->unfused). The
+ * caller holds e->lock (the bias pointer is set in the shared descriptor). */
+static int dense_pick(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune, lt_timer_t *t)
 {
     const keel_dense_params_t *p = tune->dense;
-    double flop = 2.0 * (double)p->m * (double)p->n * (double)p->k;
     if (p->bias && cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p->bias,
                                                   sizeof p->bias) != CUBLAS_STATUS_SUCCESS)
         return 0;
     lt_run_t r = {e, lt, p->w, p->x, p->y, p->y, tune->ws, ws_bytes, 1.0f, 0.0f};
-    return time_candidates(st, e->cand, e->ncand, flop, run_matmul, &r);
+    float fused = 0, split = 0;
+    int best = time_candidates(t, e, run_matmul, &r, &fused);
+    if (fused > 0 && tune->unfused) {
+        split = time_runs(t, run_unfused, (void *)tune, NULL);
+        atomic_store_explicit(&e->unfused, split > 0 && split < fused, memory_order_relaxed);
+    }
+    if (keel__cuda_host->log_enabled(KEEL_LOG_DEBUG))
+        keel__cuda_host->log(KEEL_LOG_DEBUG,
+                             "cuda: dense plan %llux%llux%llu: epilogue candidate %d of %d %.2f us, GEMM + pass %.2f us: %s",
+                             (unsigned long long)p->m, (unsigned long long)p->n, (unsigned long long)p->k, best,
+                             e->ncand, 1e3 * fused / t->runs, 1e3 * split / t->runs,
+                             atomic_load_explicit(&e->unfused, memory_order_relaxed) ? "GEMM + pass" : "epilogue");
+    return best;
 }
 
 static double plan_flop(const lt_key_t *k)
@@ -312,16 +364,23 @@ static double plan_flop(const lt_key_t *k)
  * times a plan at a time; the others run with its current pick. */
 static void lt_tune(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune)
 {
-    if (e->ncand < 2 || lt_forced_algo() >= 0 || plan_flop(&e->key) > LT_TUNE_MAX_FLOP || (e->key.op == 1 ? !tune->p : !tune->dense)) {
+    /* a GEMM plan with one candidate has nothing to pick; a dense plan still
+     * has its epilogue to time against GEMM plus the pass */
+    int worth = e->key.op == 1 ? e->ncand > 1 && tune->p : tune->dense != NULL;
+    if (!worth || lt_forced_algo() >= 0 || plan_flop(&e->key) > LT_TUNE_MAX_FLOP) {
         atomic_store_explicit(&e->tune_tries, 0, memory_order_relaxed);
         return;
     }
     if (pthread_mutex_trylock(&e->lock) != 0)
         return;
+    lt_timer_t t;
     if (atomic_load_explicit(&e->tune_tries, memory_order_relaxed) > 0) {
         cudaStream_t st = on_device(tune->s);
         if (stream_idle(st)) {
-            int best = e->key.op == 1 ? gemm_pick(e, lt, ws_bytes, tune, st) : dense_pick(e, lt, ws_bytes, tune, st);
+            int best = 0;
+            if (timer_start(&t, st, plan_flop(&e->key)))
+                best = e->key.op == 1 ? gemm_pick(e, lt, ws_bytes, tune, &t) : dense_pick(e, lt, ws_bytes, tune, &t);
+            timer_end(&t);
             atomic_store_explicit(&e->pick, best, memory_order_release);
             atomic_store_explicit(&e->tune_tries, 0, memory_order_relaxed);
         } else {

@@ -67,6 +67,9 @@ typedef struct {
     /* > 0: not timed yet because the stream had work queued; that many
      * later calls may still time them, when they find the stream idle. */
     _Atomic int tune_tries;
+    /* dense only: 1 when GEMM plus the separate pass timed faster than the
+     * fastest epilogue; calls then take that path */
+    _Atomic int unfused;
     pthread_mutex_t lock; /* the bias pointer lives in the shared descriptor; held while timing */
 } lt_entry_t;
 
@@ -81,7 +84,8 @@ typedef struct {
     const keel_gemm_params_t *p;      /* a GEMM's call, or */
     keel__cuda_stream_t *s;
     void *ws;
-    const keel_dense_params_t *dense; /* a dense layer's */
+    const keel_dense_params_t *dense; /* a dense layer's, and its other path: */
+    keel_status_t (*unfused)(void *stream_ctx, const keel_dense_params_t *p); /* GEMM, then the pass */
 } gemm_tune_t;
 
 /* The plan for @p key, built on first use. Its candidates are timed on

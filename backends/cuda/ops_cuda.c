@@ -269,7 +269,7 @@ static keel_status_t gemm_lt(void *ctx, const keel_gemm_params_t *p)
         key.sw = p->stride_a, key.sx = p->stride_b, key.sy = p->stride_c;
     key.align = alignment_of(p->a, p->b, p->c);
     int owned;
-    gemm_tune_t tune = {p, s, ws, NULL};
+    gemm_tune_t tune = {p, s, ws, NULL, NULL};
     lt_entry_t *e = keel__cuda_lt_lookup(&key, lt, wsb, &owned, &tune);
     if (!e)
         return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_gemm: no host memory for a cuBLASLt plan");
@@ -287,8 +287,11 @@ static keel_status_t gemm_lt(void *ctx, const keel_gemm_params_t *p)
     return cs == CUBLAS_STATUS_SUCCESS ? KEEL_OK : blas_fail(cs, "keel_gemm", "cublasLtMatmul");
 }
 
+static keel_status_t dense_unfused(void *ctx, const keel_dense_params_t *p);
+
 /* Returns KEEL_OK when it ran the fused path, NOT_SUPPORTED (without an
- * error set) when the other path must run. */
+ * error set) when the other path must run: cuBLASLt has no epilogue for the
+ * call, or the plan timed GEMM plus the pass faster for this shape. */
 static keel_status_t dense_lt(void *ctx, const keel_dense_params_t *p)
 {
     if (p->dtype == KEEL_F64 || p->act == KEEL_ACT_GELU_ERF || p->k == 0 ||
@@ -313,11 +316,11 @@ static keel_status_t dense_lt(void *ctx, const keel_dense_params_t *p)
     if (key.compute)
         key.compute = KEEL_COMPUTE_TF32;
     int owned;
-    gemm_tune_t tune = {NULL, s, ws, p};
+    gemm_tune_t tune = {NULL, s, ws, p, dense_unfused};
     lt_entry_t *e = keel__cuda_lt_lookup(&key, lt, wsb, &owned, &tune);
     if (!e)
         return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_dense: no host memory for a cuBLASLt plan");
-    if (!e->ok) {
+    if (!e->ok || atomic_load_explicit(&e->unfused, memory_order_relaxed)) {
         if (owned)
             keel__cuda_lt_entry_free(e);
         return KEEL_ERROR_NOT_SUPPORTED;
@@ -337,12 +340,10 @@ static keel_status_t dense_lt(void *ctx, const keel_dense_params_t *p)
     return cs == CUBLAS_STATUS_SUCCESS ? KEEL_OK : blas_fail(cs, "keel_dense", "cublasLtMatmul");
 }
 
-static keel_status_t cu_dense(void *ctx, const keel_dense_params_t *p)
+/* GEMM, then bias and activation in one pass over Y. */
+static keel_status_t dense_unfused(void *ctx, const keel_dense_params_t *p)
 {
-    keel_status_t st = dense_lt(ctx, p);
-    if (st != KEEL_ERROR_NOT_SUPPORTED)
-        return st;
-    /* GEMM, then bias and activation in one pass over Y. */
+    keel_status_t st;
     int col = p->layout == KEEL_COL_MAJOR, tw = p->transw == KEEL_TRANS;
     cudaStream_t s = on_device(ctx);
     if (p->k == 0)
@@ -360,6 +361,12 @@ static keel_status_t cu_dense(void *ctx, const keel_dense_params_t *p)
         return KEEL_OK;
     return launched(keel__gpu_bias_act(s, (int)p->dtype, col, p->m, p->n, p->y, p->ldy, p->bias, (int)p->act),
                     "keel_dense");
+}
+
+static keel_status_t cu_dense(void *ctx, const keel_dense_params_t *p)
+{
+    keel_status_t st = dense_lt(ctx, p);
+    return st != KEEL_ERROR_NOT_SUPPORTED ? st : dense_unfused(ctx, p);
 }
 
 /* ======================================================================== */
