@@ -735,6 +735,18 @@ static void run_gemm_case(keel_device_t *dev, gemm_types_t ty, keel_layout_t lay
     KT_OK(keel_free(c));
 }
 
+/* C = A B for contiguous row-major f32 matrices (m x k, k x n, m x n). */
+static keel_gemm_params_t gemm_f32_rows(size_t m, size_t n, size_t k, const void *a, const void *b, void *c)
+{
+    keel_gemm_params_t p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.m = m, p.n = n, p.k = k, p.alpha = 1;
+    p.a_type = p.b_type = p.c_type = KEEL_F32;
+    p.a = a, p.lda = k, p.b = b, p.ldb = n, p.c = c, p.ldc = n;
+    return p;
+}
+
 static const gemm_types_t gemm_types[] = {
     {KEEL_F32, KEEL_F32, KEEL_COMPUTE_DEFAULT}, {KEEL_F64, KEEL_F64, KEEL_COMPUTE_DEFAULT},
     {KEEL_F16, KEEL_F16, KEEL_COMPUTE_DEFAULT}, {KEEL_BF16, KEEL_BF16, KEEL_COMPUTE_DEFAULT},
@@ -1209,12 +1221,7 @@ KT_DEVICE_TEST(test_first_plan_does_not_wait)
     ck_assert_msg(kt_gate_open_later(g, 3000) == 0, "%scannot start the gate's timer", kt_where());
     KT_OK(keel_fill(s, KEEL_F32, z, m * n, 1.0));
     int plain_returned = !kt_gate_is_open(g);
-    keel_gemm_params_t p;
-    memset(&p, 0, sizeof p);
-    p.struct_size = sizeof p;
-    p.m = m, p.n = n, p.k = k, p.alpha = 1;
-    p.a_type = p.b_type = p.c_type = KEEL_F32;
-    p.a = a, p.lda = k, p.b = b, p.ldb = n, p.c = c, p.ldc = n;
+    keel_gemm_params_t p = gemm_f32_rows(m, n, k, a, b, c);
     KT_OK(keel_gemm(s, &p));
     int gemm_returned = !kt_gate_is_open(g);
     keel_dense_params_t d;
@@ -1592,12 +1599,7 @@ START_TEST(test_cross_backend)
         keel_stream_t *s = stream_of(devs[t]);
         void *a = upload(devs[t], KEEL_F32, va, m * k), *b = upload(devs[t], KEEL_F32, vb, k * n),
              *c = poisoned(devs[t], m * n * 4);
-        keel_gemm_params_t p;
-        memset(&p, 0, sizeof p);
-        p.struct_size = sizeof p;
-        p.m = m, p.n = n, p.k = k, p.alpha = 1;
-        p.a_type = p.b_type = p.c_type = KEEL_F32;
-        p.a = a, p.lda = k, p.b = b, p.ldb = n, p.c = c, p.ldc = n;
+        keel_gemm_params_t p = gemm_f32_rows(m, n, k, a, b, c);
         KT_OK(keel_gemm(s, &p));
         KT_OK(keel_softmax_rows(s, KEEL_F32, m, n, c, n, c, n, 0));
         res[t] = download(devs[t], KEEL_F32, c, m * n);
