@@ -1,6 +1,8 @@
 /* The cuBLASLt plan cache (cuda_lt_plan.h): building a plan (the dense
- * layer's epilogue descriptors, or a GEMM's layouts with the algorithm timed
- * among the heuristic's candidates) and the lock-free table that keeps it. */
+ * layer's epilogue descriptors, or a GEMM's layouts), timing the heuristic's
+ * candidates on an idle stream (and, for a dense layer, the fastest
+ * epilogue against GEMM plus the separate pass), and the lock-free table
+ * that keeps the plans. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,7 +348,8 @@ static int dense_pick(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const
     }
     if (keel__cuda_host->log_enabled(KEEL_LOG_DEBUG))
         keel__cuda_host->log(KEEL_LOG_DEBUG,
-                             "cuda: dense plan %llux%llux%llu: epilogue candidate %d of %d %.2f us, GEMM + pass %.2f us: %s",
+                             "cuda: dense plan %llux%llux%llu: epilogue candidate %d of %d %.2f us, "
+                             "GEMM + pass %.2f us: %s",
                              (unsigned long long)p->m, (unsigned long long)p->n, (unsigned long long)p->k, best,
                              e->ncand, 1e3 * fused / t->runs, 1e3 * split / t->runs,
                              atomic_load_explicit(&e->unfused, memory_order_relaxed) ? "GEMM + pass" : "epilogue");
