@@ -4,6 +4,7 @@
  * that holds its stream until the test opens it), never with timing. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include "fixture.h"
 
@@ -544,6 +545,80 @@ KT_DEVICE_TEST(many_host_functions_queue_behind_a_held_stream)
     kt_gate_free(g);
 }
 
+/* Threads that wait on one held stream for different amounts of work all
+ * return once the gate opens. First a producer enqueues 6000 commands, past
+ * the CPU backend's queue depth (4096), so that it waits for room; then two
+ * threads synchronize after 1000 and 2000 commands, and each returns with at
+ * least the work before it done. The CPU worker wakes a waiter only when
+ * completions reach what it needs (not after every command): a waiter that
+ * failed to say what it needs would never wake, and the watchdog would end
+ * the test. */
+typedef struct {
+    keel_stream_t *s;
+    atomic_int *n;
+    int count, seen;
+    keel_status_t st;
+} sync_job_t;
+
+static void *sync_in_thread(void *p)
+{
+    sync_job_t *j = p;
+    j->st = keel_stream_synchronize(j->s);
+    j->seen = atomic_load(j->n);
+    return NULL;
+}
+
+static void *enqueue_in_thread(void *p)
+{
+    sync_job_t *j = p;
+    j->st = KEEL_OK;
+    for (int i = 0; i < j->count && j->st == KEEL_OK; i++)
+        j->st = keel_stream_launch_host_func(j->s, count_one, j->n);
+    return NULL;
+}
+
+KT_DEVICE_TEST(waiters_for_different_amounts_of_work_all_return)
+{
+    static atomic_int n;
+    atomic_store(&n, 0);
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    /* a producer held by a full queue */
+    kt_gate_t *g = kt_gate_new();
+    KT_OK(kt_gate_enqueue(g, s));
+    sync_job_t prod = {s, &n, 6000, -1, KEEL_OK};
+    pthread_t th[2];
+    ck_assert_int_eq(pthread_create(&th[0], NULL, enqueue_in_thread, &prod), 0);
+    kt_host_sleep((void *)(intptr_t)50); /* it reaches the full queue */
+    ck_assert_msg(atomic_load(&n) == 0, "%s%d host functions ran behind a closed gate", kt_where(), atomic_load(&n));
+    kt_gate_open(g);
+    ck_assert_int_eq(pthread_join(th[0], NULL), 0);
+    ck_assert_msg(prod.st == KEEL_OK, "%sthe producer: %s", kt_where(), keel_status_name(prod.st));
+    KT_OK(keel_stream_synchronize(s));
+    ck_assert_int_eq(atomic_load(&n), 6000);
+    kt_gate_free(g);
+    /* two synchronizers at different points */
+    atomic_store(&n, 0);
+    g = kt_gate_new();
+    KT_OK(kt_gate_enqueue(g, s));
+    sync_job_t jobs[2] = {{s, &n, 0, -1, KEEL_OK}, {s, &n, 0, -1, KEEL_OK}};
+    for (int w = 0; w < 2; w++) {
+        for (int i = 0; i < 1000; i++)
+            KT_OK(keel_stream_launch_host_func(s, count_one, &n));
+        ck_assert_int_eq(pthread_create(&th[w], NULL, sync_in_thread, &jobs[w]), 0);
+    }
+    kt_host_sleep((void *)(intptr_t)50); /* they reach their waits */
+    kt_gate_open(g);
+    for (int w = 0; w < 2; w++) {
+        ck_assert_int_eq(pthread_join(th[w], NULL), 0);
+        ck_assert_msg(jobs[w].st == KEEL_OK, "%ssynchronize %d: %s", kt_where(), w, keel_status_name(jobs[w].st));
+        ck_assert_msg(jobs[w].seen >= 1000 * (w + 1), "%ssynchronize %d returned after %d of the %d commands before it",
+                      kt_where(), w, jobs[w].seen, 1000 * (w + 1));
+    }
+    KT_OK(keel_stream_destroy(s));
+    kt_gate_free(g);
+}
+
 KT_DEVICE_TEST(objects_of_different_devices_mismatch)
 {
     keel_device_t *other = kt_other_device(dev);
@@ -582,6 +657,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, objects_of_different_devices_mismatch);
     kt_add_device_test(tc, errors_inside_host_functions_stay_on_their_thread);
     kt_add_device_test(tc, many_host_functions_queue_behind_a_held_stream);
+    kt_add_device_test(tc, waiters_for_different_amounts_of_work_all_return);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -174,6 +174,12 @@ typedef struct cpu_stream {
      * run nothing. */
     atomic_int worker_waits_inline;
     atomic_int idle_waiters;  /* threads waiting on idle_cv */
+    /* The smallest value of completed that a thread on idle_cv waits for
+     * (0: none registered; lock). The worker wakes them only when completed
+     * reaches it: waking a synchronizer after every command cost two context
+     * switches per command and preempted OpenBLAS's threads (sgemm 512^3 on
+     * 2 cores: 0.975 of a direct call). */
+    uint64_t wake_at;
     int stop;
     pthread_t thread;
     cpu_graph_t *capture;     /* non-NULL while capturing (lock) */

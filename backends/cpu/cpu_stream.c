@@ -39,6 +39,22 @@ void keel__cpu_cmd_free(cpu_cmd_t *c)
     free(c);
 }
 
+/* Lock held: a thread about to wait on idle_cv asks to be woken when
+ * completed reaches target. */
+static void cpu_wake_at_locked(cpu_stream_t *s, uint64_t target)
+{
+    if (!s->wake_at || target < s->wake_at)
+        s->wake_at = target;
+}
+
+/* Lock held: wakes the threads on idle_cv (they register again if their
+ * target is further). */
+static void cpu_wake_all_locked(cpu_stream_t *s)
+{
+    s->wake_at = 0;
+    pthread_cond_broadcast(&s->idle_cv);
+}
+
 cpu_cmd_t *keel__cpu_cmd_get(cpu_stream_t *s, size_t data_bytes)
 {
     /* The worker itself never waits: it is the one that makes room. */
@@ -49,8 +65,10 @@ cpu_cmd_t *keel__cpu_cmd_get(cpu_stream_t *s, size_t data_bytes)
         /* seq_cst against an inline run's completed bump and its read of
          * idle_waiters: one of the two sees the other (no lost wakeup). */
         atomic_fetch_add(&s->idle_waiters, 1);
-        while (!s->capture && atomic_load(&s->submitted) - atomic_load(&s->completed) >= KEEL_CPU_QUEUE_DEPTH)
+        while (!s->capture && atomic_load(&s->submitted) - atomic_load(&s->completed) >= KEEL_CPU_QUEUE_DEPTH) {
+            cpu_wake_at_locked(s, atomic_load(&s->submitted) - KEEL_CPU_QUEUE_DEPTH + 1);
             pthread_cond_wait(&s->idle_cv, &s->lock);
+        }
         atomic_fetch_sub(&s->idle_waiters, 1);
     }
     cpu_cmd_t *c = s->free_list;
@@ -240,9 +258,9 @@ static void *cpu_stream_main(void *p)
         pthread_mutex_lock(&s->lock);
         c->next = s->free_list;
         s->free_list = c;
-        atomic_fetch_add_explicit(&s->completed, 1, memory_order_release);
-        if (atomic_load_explicit(&s->idle_waiters, memory_order_relaxed))
-            pthread_cond_broadcast(&s->idle_cv);
+        uint64_t done = atomic_fetch_add_explicit(&s->completed, 1, memory_order_release) + 1;
+        if (atomic_load_explicit(&s->idle_waiters, memory_order_relaxed) && s->wake_at && done >= s->wake_at)
+            cpu_wake_all_locked(s);
     }
     pthread_mutex_unlock(&s->lock);
     keel__cpu_thread_scratch_free();
@@ -298,8 +316,10 @@ keel_status_t keel__cpu_stream_sync(cpu_stream_t *s)
     pthread_mutex_lock(&s->lock);
     if (atomic_load(&s->completed) < target) {
         atomic_fetch_add(&s->idle_waiters, 1);   /* seq_cst: see keel__cpu_inline_end */
-        while (atomic_load(&s->completed) < target)
+        while (atomic_load(&s->completed) < target) {
+            cpu_wake_at_locked(s, target);
             pthread_cond_wait(&s->idle_cv, &s->lock);
+        }
         atomic_fetch_sub(&s->idle_waiters, 1);
     }
     if (s->async_status != KEEL_OK) {
@@ -497,7 +517,7 @@ void keel__cpu_inline_end(cpu_stream_t *s)
     if (atomic_load(&s->worker_waits_inline) | atomic_load(&s->idle_waiters)) {
         pthread_mutex_lock(&s->lock);
         pthread_cond_signal(&s->work_cv);
-        pthread_cond_broadcast(&s->idle_cv);
+        cpu_wake_all_locked(s);
         pthread_mutex_unlock(&s->lock);
     }
 }
