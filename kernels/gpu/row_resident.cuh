@@ -1,0 +1,541 @@
+// The register-resident row kernels of softmax, log-softmax and layer
+// norm, and their launcher (launch_rows_fast), included by row_kernels.cu.
+#ifndef KEEL_KERNELS_GPU_ROW_RESIDENT_CUH
+#define KEEL_KERNELS_GPU_ROW_RESIDENT_CUH
+
+#ifndef KEEL_GPU_HIP
+#include <cooperative_groups.h> // clusters (sm_90); HIP has none and compiles them out
+#endif
+#include "kernels/gpu/row_stats.cuh"
+
+namespace {
+
+// ======================================================================
+// Register-resident rows (16-byte packs only). Each thread loads all of
+// its packs of a row before any arithmetic, so a row's bytes are in flight
+// at once; the row is then reduced in registers and written once. Three
+// shapes, by the row's length in packs (np):
+//   np <= 256        a group of G lanes per row (G = 4..32, two packs per
+//                    lane up to 64 packs), several rows per warp, no shared
+//                    memory or barriers;
+//   np <= 512 PPT    one block per row (PPT packs per thread: 32 values of
+//                    4- and 2-byte types, 8 of f64, so nothing spills);
+//   np <= 4096 PPT   a thread block cluster of up to 8 blocks per row
+//                    (sm_90): each block holds a slice, and the blocks merge
+//                    their statistics through distributed shared memory.
+// Longer rows, unaligned data and devices without clusters take the
+// general kernels of row_kernels.cu.
+// ======================================================================
+
+// Statistics of a slice of a row: softmax (m = max, s = sum of exp(x - m))
+// or layer norm (n values, their mean, sum of squared deviations m2).
+template <typename C> struct RowStat {
+    C a, b, c;
+};
+
+template <typename C, bool LN> __device__ inline RowStat<C> stat_identity()
+{
+    return LN ? RowStat<C>{(C)0, (C)0, (C)0} : RowStat<C>{(C)-INFINITY, (C)0, (C)0};
+}
+
+template <typename C, bool LN> __device__ inline RowStat<C> stat_merge(RowStat<C> x, RowStat<C> y)
+{
+    if (LN) {
+        WF<C> w = wf_merge(WF<C>{x.a, x.b, x.c}, WF<C>{y.a, y.b, y.c});
+        return RowStat<C>{w.n, w.mean, w.m2};
+    }
+    MS<C> m = ms_merge(MS<C>{x.a, x.b}, MS<C>{y.a, y.b});
+    return RowStat<C>{m.m, m.s, (C)0};
+}
+
+template <typename C> __device__ inline RowStat<C> stat_shfl_xor(RowStat<C> v, int off)
+{
+    return RowStat<C>{__shfl_xor_sync(0xffffffffu, v.a, off), __shfl_xor_sync(0xffffffffu, v.b, off),
+                      __shfl_xor_sync(0xffffffffu, v.c, off)};
+}
+
+// Butterfly over aligned groups of G lanes, then the group's first lane's
+// result to all of them (the layer-norm merge is not commutative to the last
+// bit, and every lane must normalize with the same numbers).
+template <typename C, bool LN, int G> __device__ inline RowStat<C> group_reduce(RowStat<C> v)
+{
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1)
+        v = stat_merge<C, LN>(v, stat_shfl_xor(v, o));
+    if (G > 1)
+        v = RowStat<C>{__shfl_sync(0xffffffffu, v.a, 0, G), __shfl_sync(0xffffffffu, v.b, 0, G),
+                       __shfl_sync(0xffffffffu, v.c, 0, G)};
+    return v;
+}
+
+// The statistics of the first cnt packs of v, exactly: two passes over
+// registers (max then sum of exponentials; mean then squared deviations).
+// keep (softmax where T is its own compute type): v is overwritten with
+// exp(x - m) of the thread's own max m, so the output pass needs no second
+// exponential per element.
+template <typename T, bool LN, int PPT>
+__device__ inline RowStat<typename Num<T>::C> local_stat(Pack<T> (&v)[PPT], int cnt, bool keep)
+{
+    typedef typename Num<T>::C C;
+    constexpr int N = Pack<T>::N;
+    if (LN) {
+        C s = 0;
+#pragma unroll
+        for (int i = 0; i < PPT; i++)
+            if (i < cnt)
+#pragma unroll
+                for (int k = 0; k < N; k++)
+                    s += Num<T>::ld(v[i].v[k]);
+        if (cnt == 0)
+            return RowStat<C>{(C)0, (C)0, (C)0};
+        C n = (C)(cnt * N), mean = s / n, q = 0;
+#pragma unroll
+        for (int i = 0; i < PPT; i++)
+            if (i < cnt)
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    C d = Num<T>::ld(v[i].v[k]) - mean;
+                    q += d * d;
+                }
+        return RowStat<C>{n, mean, q};
+    }
+    C m = (C)-INFINITY;
+#pragma unroll
+    for (int i = 0; i < PPT; i++)
+        if (i < cnt)
+#pragma unroll
+            for (int k = 0; k < N; k++) {
+                C x = Num<T>::ld(v[i].v[k]);
+                m = (x > m || x != x) ? x : m; // NaN sticks
+            }
+    C s = 0;
+    bool none = m == (C)-INFINITY; // every value -inf (or none): all exponentials are 0
+#pragma unroll
+    for (int i = 0; i < PPT; i++)
+        if (i < cnt)
+#pragma unroll
+            for (int k = 0; k < N; k++) {
+                C e = none ? (C)0 : row_exp<T>(Num<T>::ld(v[i].v[k]) - m);
+                s += e;
+                if (keep)
+                    v[i].v[k] = Num<T>::st(e);
+            }
+    return RowStat<C>{m, s, (C)0};
+}
+
+// What the output pass needs, from a row's merged statistics.
+template <typename C> struct RowNorm {
+    C shift, scale, lse;
+    bool bad;
+};
+
+template <typename C, bool LN> __device__ inline RowNorm<C> row_norm(RowStat<C> t, size_t cols, double eps)
+{
+    if (LN) {
+        C var = t.c / (C)cols;
+        return RowNorm<C>{t.b, (C)1 / c_sqrt(var + (C)eps), (C)0, false};
+    }
+    return RowNorm<C>{t.a, (C)1 / t.b, t.a + c_log(t.b), t.a != t.a || t.a == (C)-INFINITY};
+}
+
+template <typename T> __device__ inline Pack<T> load_pack(const T *row, size_t p)
+{
+    return reinterpret_cast<const Pack<T> *>(row)[p];
+}
+
+template <typename T> __device__ inline void store_pack(T *row, size_t p, const Pack<T> &pk)
+{
+    reinterpret_cast<Pack<T> *>(row)[p] = pk;
+}
+
+// y's pack p from x's pack v.
+// kept: v holds exp(x - m) (local_stat's keep), scaled by kf = exp(m - max) / sum.
+template <typename T, bool LN>
+__device__ inline void row_out(T *yr, size_t p, const Pack<T> &v, const RowNorm<typename Num<T>::C> &q, int lg,
+                               const T *gamma, const T *beta, bool kept, typename Num<T>::C kf)
+{
+    typedef typename Num<T>::C C;
+    constexpr int N = Pack<T>::N;
+    Pack<T> o;
+    if (LN) {
+        Pack<T> g, b;
+        if (gamma)
+            g = reinterpret_cast<const Pack<T> *>(gamma)[p];
+        if (beta)
+            b = reinterpret_cast<const Pack<T> *>(beta)[p];
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+            C r = (Num<T>::ld(v.v[k]) - q.shift) * q.scale;
+            if (gamma)
+                r *= Num<T>::ld(g.v[k]);
+            if (beta)
+                r += Num<T>::ld(b.v[k]);
+            o.v[k] = Num<T>::st(r);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+            C x = Num<T>::ld(v.v[k]);
+            o.v[k] = Num<T>::st(q.bad ? (C)NAN : lg ? x - q.lse : kept ? x * kf : row_exp<T>(x - q.shift) * q.scale);
+        }
+    }
+    store_pack(yr, p, o);
+}
+
+// Rows of at most G * PPT packs: G lanes per row, GROUP_THREADS per block.
+// A row's statistics take two exact passes over its registers, each ended
+// by one butterfly over the group: max, then the sum of exponentials
+// (softmax); the sum, then squared deviations from the mean (layer norm).
+// A butterfly step combines the same two numbers in both lanes, so every
+// lane of the group ends with the same result, bit for bit. This costs one
+// shuffle per step, where merging (max, sum) or Welford triples costs three
+// and an exponential or a division: with one pack per lane, the merges made
+// softmax over 128 f32 columns compute-bound (0.56x torch).
+constexpr int GROUP_THREADS = 128;
+
+template <typename C> __device__ inline C max_nan(C a, C b)
+{
+    return (b > a || b != b) ? b : a; // NaN sticks
+}
+
+template <typename C, int G> __device__ inline C group_sum(C v)
+{
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <typename C, int G> __device__ inline C group_max(C v)
+{
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1)
+        v = max_nan(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// A group's row statistics from its lanes' (group_reduce's result, in
+// every lane). Softmax takes the group's max first and rescales each lane's
+// sum to it once: one exponential per lane, where merging (max, sum) pairs
+// along the butterfly costs two per step.
+template <typename C, bool LN, int G> __device__ inline RowStat<C> group_stat(RowStat<C> v)
+{
+    if (LN)
+        return group_reduce<C, LN, G>(v);
+    C m = group_max<C, G>(v.a);
+    C s = m != m ? m : m == (C)-INFINITY ? (C)0 : v.b * c_exp(v.a - m);
+    return RowStat<C>{m, group_sum<C, G>(s), (C)0};
+}
+
+template <typename T, bool LN, int G, int PPT>
+__global__ void __launch_bounds__(GROUP_THREADS)
+    rows_group_kernel(const T *__restrict__ x, size_t ldx, const T *__restrict__ gamma, const T *__restrict__ beta,
+                      double eps, int lg, T *__restrict__ y, size_t ldy, size_t rows, size_t cols)
+{
+    typedef typename Num<T>::C C;
+    constexpr int N = Pack<T>::N;
+    constexpr int RW = 32 / G; // rows per warp
+    size_t np = cols / N;
+    int lane = threadIdx.x & 31, li = lane % G;
+    size_t warp = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
+    size_t warps = (size_t)gridDim.x * (blockDim.x >> 5);
+    // The trip count is the same for the whole warp, so every lane takes
+    // part in every shuffle; lanes past the last row load nothing.
+    for (size_t base = warp * RW; base < rows; base += warps * RW) {
+        size_t r = base + lane / G;
+        bool live = r < rows;
+        const T *xr = x + (live ? r : 0) * ldx;
+        C v[PPT][N];
+        bool has[PPT];
+#pragma unroll
+        for (int i = 0; i < PPT; i++) {
+            size_t p = li + (size_t)i * G;
+            has[i] = live && p < np;
+            if (has[i]) {
+                Pack<T> pk = load_pack(xr, p);
+#pragma unroll
+                for (int k = 0; k < N; k++)
+                    v[i][k] = Num<T>::ld(pk.v[k]);
+            }
+        }
+        C a = 0, b = 0; // softmax: max and sum of exponentials; layer norm: mean and 1 / std
+        if (LN) {
+            C s = 0;
+#pragma unroll
+            for (int i = 0; i < PPT; i++)
+                if (has[i])
+#pragma unroll
+                    for (int k = 0; k < N; k++)
+                        s += v[i][k];
+            a = group_sum<C, G>(s) / (C)cols;
+            C q = 0;
+#pragma unroll
+            for (int i = 0; i < PPT; i++)
+                if (has[i])
+#pragma unroll
+                    for (int k = 0; k < N; k++) {
+                        C d = v[i][k] - a;
+                        q += d * d;
+                    }
+            b = (C)1 / c_sqrt(group_sum<C, G>(q) / (C)cols + (C)eps);
+        } else {
+            C m = (C)-INFINITY;
+            bool nan = false;
+#pragma unroll
+            for (int i = 0; i < PPT; i++)
+                if (has[i])
+#pragma unroll
+                    for (int k = 0; k < N; k++) {
+                        m = v[i][k] > m ? v[i][k] : m;
+                        nan |= v[i][k] != v[i][k];
+                    }
+            a = group_max<C, G>(nan ? (C)NAN : m);
+            bool none = a == (C)-INFINITY; // every value -inf: no exponential to take
+            C s = 0;
+#pragma unroll
+            for (int i = 0; i < PPT; i++)
+                if (has[i])
+#pragma unroll
+                    for (int k = 0; k < N; k++) {
+                        C e = none ? (C)0 : row_exp<T>(v[i][k] - a);
+                        s += e;
+                        if (!lg)
+                            v[i][k] = e;
+                    }
+            b = group_sum<C, G>(s);
+        }
+        if (!live)
+            continue;
+        T *yr = y + r * ldy;
+        bool bad = !LN && (a != a || a == (C)-INFINITY);
+        C inv = 0, lse = 0; // only what the output needs: the row's cost is shared by few elements
+        if (!LN && lg)
+            lse = a + c_log(b);
+        else if (!LN)
+            inv = (C)1 / b;
+#pragma unroll
+        for (int i = 0; i < PPT; i++) {
+            if (!has[i])
+                continue;
+            size_t p = li + (size_t)i * G;
+            Pack<T> o, g, bt;
+            if (LN && gamma)
+                g = load_pack(gamma, p);
+            if (LN && beta)
+                bt = load_pack(beta, p);
+#pragma unroll
+            for (int k = 0; k < N; k++) {
+                C out;
+                if (LN) {
+                    out = (v[i][k] - a) * b;
+                    if (gamma)
+                        out *= Num<T>::ld(g.v[k]);
+                    if (beta)
+                        out += Num<T>::ld(bt.v[k]);
+                } else {
+                    out = bad ? (C)NAN : lg ? v[i][k] - lse : v[i][k] * inv;
+                }
+                o.v[k] = Num<T>::st(out);
+            }
+            store_pack(yr, p, o);
+        }
+    }
+}
+
+// One block per row, or with a cluster launch of CL blocks, one cluster per
+// row (block rank b holds packs [b * blockDim.x * PPT, (b + 1) * ...)).
+constexpr int ROW_BLOCK_MAX = 512;
+
+template <typename T> struct BigPPT {
+    static constexpr int value = sizeof(T) == 4 ? 8 : 4;
+};
+
+template <typename T, bool LN, int PPT>
+__global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
+    rows_block_kernel(const T *__restrict__ x, size_t ldx, const T *__restrict__ gamma, const T *__restrict__ beta,
+                      double eps, int lg, T *__restrict__ y, size_t ldy, size_t rows, size_t cols, int cl)
+{
+    typedef typename Num<T>::C C;
+    __shared__ RowStat<C> warp_stat[ROW_BLOCK_MAX / 32];
+    __shared__ RowStat<C> block_stat;
+    size_t np = cols / Pack<T>::N;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    int rank = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    if (cl > 1)
+        rank = (int)cg::this_cluster().block_rank();
+#else
+    if (cl > 1)
+        return; // the launcher only asks for clusters where the device has them
+#endif
+    size_t first = (size_t)rank * blockDim.x * PPT + threadIdx.x;
+    for (size_t r = blockIdx.x / cl; r < rows; r += gridDim.x / cl) {
+        const T *xr = x + r * ldx;
+        Pack<T> v[PPT];
+        int cnt = 0;
+#pragma unroll
+        for (int i = 0; i < PPT; i++) {
+            size_t p = first + (size_t)i * blockDim.x;
+            if (p < np) {
+                v[i] = load_pack(xr, p);
+                cnt = i + 1;
+            }
+        }
+        bool keep = !LN && !lg && sizeof(T) == sizeof(C);
+        RowStat<C> own = local_stat<T, LN, PPT>(v, cnt, keep);
+        RowStat<C> t = group_stat<C, LN, 32>(own);
+        __syncthreads(); // warp_stat and block_stat may still be read for the previous row
+        if (lane == 0)
+            warp_stat[w] = t;
+        __syncthreads();
+        t = group_stat<C, LN, 32>(lane < nw ? warp_stat[lane] : stat_identity<C, LN>());
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        if (cl > 1) {
+            cg::cluster_group cluster = cg::this_cluster();
+            if (threadIdx.x == 0)
+                block_stat = t;
+            cluster.sync();
+            t = *cluster.map_shared_rank(&block_stat, 0);
+            for (int b = 1; b < cl; b++)
+                t = stat_merge<C, LN>(t, *cluster.map_shared_rank(&block_stat, b));
+            cluster.sync(); // no block moves on (or exits) while another reads its slot
+        }
+#endif
+        RowNorm<C> q = row_norm<C, LN>(t, cols, eps);
+        C kf = keep && !q.bad ? c_exp(own.a - t.a) * q.scale : (C)0;
+        T *yr = y + r * ldy;
+#pragma unroll
+        for (int i = 0; i < PPT; i++)
+            if (i < cnt)
+                row_out<T, LN>(yr, first + (size_t)i * blockDim.x, v[i], q, lg, gamma, beta, keep, kf);
+    }
+}
+
+// Whether the device launches thread block clusters (cached per device).
+bool cluster_launch_ok()
+{
+#ifdef KEEL_GPU_HIP
+    return false; // no thread block clusters in HIP
+#else
+    static int cached[64];
+    int dev = 0;
+    cudaGetDevice(&dev);
+    if (dev < 0 || dev >= 64)
+        return false;
+    if (cached[dev] == 0) {
+        int v = 0;
+        if (cudaDeviceGetAttribute(&v, cudaDevAttrClusterLaunch, dev) != cudaSuccess)
+            v = 0;
+        cached[dev] = v ? 1 : -1;
+    }
+    return cached[dev] > 0;
+#endif
+}
+
+template <typename T, bool LN, int G, int PPT>
+cudaError_t launch_group(cudaStream_t s, size_t rows, size_t cols, const T *x, size_t ldx, const T *gm,
+                         const T *bt, double eps, int lg, T *y, size_t ldy)
+{
+    // A block per 4 warps of rows, however many that is: a capped grid
+    // looping over rows measured 2.5 % slower (softmax 524288 x 128 f32),
+    // and 256-thread blocks 0.5 to 1 % slower than 128 (128 to 512 columns).
+    constexpr int wpb = GROUP_THREADS / 32;
+    size_t warps = (rows + (32 / G) - 1) / (32 / G), blocks = (warps + wpb - 1) / wpb;
+    unsigned g = (unsigned)(blocks < 0x7fffffffu ? blocks : 0x7fffffffu);
+    rows_group_kernel<T, LN, G, PPT><<<g, GROUP_THREADS, 0, s>>>(x, ldx, gm, bt, eps, lg, y, ldy, rows, cols);
+    return cudaGetLastError();
+}
+
+template <typename T, bool LN, int PPT>
+cudaError_t launch_block(cudaStream_t s, size_t rows, size_t cols, const T *x, size_t ldx, const T *gm,
+                         const T *bt, double eps, int lg, T *y, size_t ldy, int cl)
+{
+    size_t np = cols / Pack<T>::N;
+    size_t per_block = (np + cl - 1) / cl;
+    unsigned threads = (unsigned)(((per_block + PPT - 1) / PPT + 31) / 32 * 32);
+    if (threads > ROW_BLOCK_MAX)
+        threads = ROW_BLOCK_MAX;
+    size_t cap = (size_t)sm_count() * (cl > 1 ? 8 : 64) / cl;
+    if (cap == 0)
+        cap = 1;
+    size_t groups = rows < cap ? rows : cap;
+    if (cl == 1) {
+        rows_block_kernel<T, LN, PPT><<<(unsigned)groups, threads, 0, s>>>(x, ldx, gm, bt, eps, lg, y, ldy, rows,
+                                                                         cols, 1);
+        return cudaGetLastError();
+    }
+#ifdef KEEL_GPU_HIP
+    return hipErrorNotSupported; // never asked: cluster_launch_ok() is false on HIP
+#else
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)cl;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)(groups * cl));
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, rows_block_kernel<T, LN, PPT>, x, ldx, gm, bt, eps, lg, y, ldy, rows, cols, cl);
+#endif
+}
+
+// The register-resident kernels, when they take this row: *done says
+// whether one was launched (the error is the launch's).
+template <typename T, bool LN>
+cudaError_t launch_rows_fast(cudaStream_t s, size_t rows, size_t cols, const T *x, size_t ldx, const T *gm,
+                             const T *bt, double eps, int lg, T *y, size_t ldy, bool *done)
+{
+    constexpr size_t N = Pack<T>::N;
+    *done = false;
+    if (rows == 0 || cols == 0 || !row_vec_ok<T>(cols, ldx, ldy, x, y) || (gm && !aligned16(gm)) ||
+        (bt && !aligned16(bt)))
+        return cudaSuccess;
+    size_t np = cols / N;
+    cudaError_t e;
+    if (np <= 256) {
+        // Two packs per lane, with as many lanes per row as that takes (up
+        // to a warp), then more packs per lane. Measured on softmax and
+        // layer norm over 128 to 1024 columns, f32 and bf16: two packs per
+        // lane beat one (the row's reductions then cost too much per
+        // element: 0.90x torch at 128 f32 columns) and four (0.98x).
+        *done = true;
+        if (np <= 8)
+            return launch_group<T, LN, 4, 2>(s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy);
+        if (np <= 16)
+            return launch_group<T, LN, 8, 2>(s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy);
+        if (np <= 32)
+            return launch_group<T, LN, 16, 2>(s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy);
+        if (np <= 64)
+            return launch_group<T, LN, 32, 2>(s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy);
+        if (np <= 128)
+            return launch_group<T, LN, 32, 4>(s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy);
+        return launch_group<T, LN, 32, 8>(s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy);
+    }
+    constexpr int P = BigPPT<T>::value;
+    constexpr size_t per_block = (size_t)ROW_BLOCK_MAX * P;
+    if (np <= per_block) {
+        *done = true;
+        if (np >= 2048)
+            return launch_block<T, LN, P>(s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy, 1);
+        return launch_block<T, LN, 4>(s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy, 1);
+    }
+    if (np <= 8 * per_block && cluster_launch_ok()) {
+        int cl = np <= 2 * per_block ? 2 : np <= 4 * per_block ? 4 : 8;
+        e = launch_block<T, LN, P>(s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy, cl);
+        if (e == cudaSuccess) {
+            *done = true;
+            return e;
+        }
+        cudaGetLastError(); // a cluster this size cannot be placed: the general kernels instead
+    }
+    return cudaSuccess;
+}
+
+} // namespace
+
+#endif // KEEL_KERNELS_GPU_ROW_RESIDENT_CUH
