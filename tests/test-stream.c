@@ -656,8 +656,8 @@ static Suite *suite(void)
     kt_add_device_test(tc, streams_do_not_wait_for_each_other);
     kt_add_device_test(tc, objects_of_different_devices_mismatch);
     kt_add_device_test(tc, errors_inside_host_functions_stay_on_their_thread);
-    kt_add_device_test(tc, many_host_functions_queue_behind_a_held_stream);
     kt_add_device_test(tc, waiters_for_different_amounts_of_work_all_return);
+    kt_add_device_test(tc, many_host_functions_queue_behind_a_held_stream);
     suite_add_tcase(s, tc);
     return s;
 }
