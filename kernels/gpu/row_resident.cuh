@@ -129,13 +129,17 @@ template <typename C> struct RowNorm {
     bool bad;
 };
 
-template <typename C, bool LN> __device__ inline RowNorm<C> row_norm(RowStat<C> t, size_t cols, double eps)
+// Softmax computes only what its output needs (the scale, or for
+// log-softmax the log-sum-exp): with few packs per lane, a row's cost is
+// shared by few elements.
+template <typename C, bool LN> __device__ inline RowNorm<C> row_norm(RowStat<C> t, size_t cols, double eps, int lg)
 {
     if (LN) {
         C var = t.c / (C)cols;
         return RowNorm<C>{t.b, (C)1 / c_sqrt(var + (C)eps), (C)0, false};
     }
-    return RowNorm<C>{t.a, (C)1 / t.b, t.a + c_log(t.b), t.a != t.a || t.a == (C)-INFINITY};
+    bool bad = t.a != t.a || t.a == (C)-INFINITY;
+    return lg ? RowNorm<C>{t.a, (C)0, t.a + c_log(t.b), bad} : RowNorm<C>{t.a, (C)1 / t.b, (C)0, bad};
 }
 
 template <typename T> __device__ inline Pack<T> load_pack(const T *row, size_t p)
@@ -148,11 +152,26 @@ template <typename T> __device__ inline void store_pack(T *row, size_t p, const 
     reinterpret_cast<Pack<T> *>(row)[p] = pk;
 }
 
-// y's pack p from x's pack v.
-// kept: v holds exp(x - m) (local_stat's keep), scaled by kf = exp(m - max) / sum.
+// A pack's values in the compute type.
+template <typename T> struct PackValues {
+    typename Num<T>::C v[Pack<T>::N];
+};
+
+template <typename T> __device__ inline PackValues<T> values(const Pack<T> &pk)
+{
+    PackValues<T> c;
+#pragma unroll
+    for (int k = 0; k < Pack<T>::N; k++)
+        c.v[k] = Num<T>::ld(pk.v[k]);
+    return c;
+}
+
+// y's pack p from the pack's values v (compute type).
+// kept: v holds exp(x - m) rather than x, scaled by kf = exp(m - max) / sum.
 template <typename T, bool LN>
-__device__ inline void row_out(T *yr, size_t p, const Pack<T> &v, const RowNorm<typename Num<T>::C> &q, int lg,
-                               const T *gamma, const T *beta, bool kept, typename Num<T>::C kf)
+__device__ inline void row_out(T *yr, size_t p, const typename Num<T>::C (&v)[Pack<T>::N],
+                               const RowNorm<typename Num<T>::C> &q, int lg, const T *gamma, const T *beta, bool kept,
+                               typename Num<T>::C kf)
 {
     typedef typename Num<T>::C C;
     constexpr int N = Pack<T>::N;
@@ -160,12 +179,12 @@ __device__ inline void row_out(T *yr, size_t p, const Pack<T> &v, const RowNorm<
     if (LN) {
         Pack<T> g, b;
         if (gamma)
-            g = reinterpret_cast<const Pack<T> *>(gamma)[p];
+            g = load_pack(gamma, p);
         if (beta)
-            b = reinterpret_cast<const Pack<T> *>(beta)[p];
+            b = load_pack(beta, p);
 #pragma unroll
         for (int k = 0; k < N; k++) {
-            C r = (Num<T>::ld(v.v[k]) - q.shift) * q.scale;
+            C r = (v[k] - q.shift) * q.scale;
             if (gamma)
                 r *= Num<T>::ld(g.v[k]);
             if (beta)
@@ -174,10 +193,8 @@ __device__ inline void row_out(T *yr, size_t p, const Pack<T> &v, const RowNorm<
         }
     } else {
 #pragma unroll
-        for (int k = 0; k < N; k++) {
-            C x = Num<T>::ld(v.v[k]);
-            o.v[k] = Num<T>::st(q.bad ? (C)NAN : lg ? x - q.lse : kept ? x * kf : row_exp<T>(x - q.shift) * q.scale);
-        }
+        for (int k = 0; k < N; k++)
+            o.v[k] = Num<T>::st(q.bad ? (C)NAN : lg ? v[k] - q.lse : kept ? v[k] * kf : row_exp<T>(v[k] - q.shift) * q.scale);
     }
     store_pack(yr, p, o);
 }
@@ -258,7 +275,7 @@ __global__ void __launch_bounds__(GROUP_THREADS)
                     v[i][k] = Num<T>::ld(pk.v[k]);
             }
         }
-        C a = 0, b = 0; // softmax: max and sum of exponentials; layer norm: mean and 1 / std
+        C a = 0, b = 0; // softmax: max and sum of exponentials; layer norm: mean and sum of squared deviations
         if (LN) {
             C s = 0;
 #pragma unroll
@@ -277,7 +294,7 @@ __global__ void __launch_bounds__(GROUP_THREADS)
                         C d = v[i][k] - a;
                         q += d * d;
                     }
-            b = (C)1 / c_sqrt(group_sum<C, G>(q) / (C)cols + (C)eps);
+            b = group_sum<C, G>(q);
         } else {
             C m = (C)-INFINITY;
             bool nan = false;
@@ -306,39 +323,13 @@ __global__ void __launch_bounds__(GROUP_THREADS)
         }
         if (!live)
             continue;
+        // layer norm's statistics as row_norm takes them: (count, mean, sum of squared deviations)
+        RowNorm<C> q = row_norm<C, LN>(LN ? RowStat<C>{(C)cols, a, b} : RowStat<C>{a, b, (C)0}, cols, eps, lg);
         T *yr = y + r * ldy;
-        bool bad = !LN && (a != a || a == (C)-INFINITY);
-        C inv = 0, lse = 0; // only what the output needs: the row's cost is shared by few elements
-        if (!LN && lg)
-            lse = a + c_log(b);
-        else if (!LN)
-            inv = (C)1 / b;
 #pragma unroll
-        for (int i = 0; i < PPT; i++) {
-            if (!has[i])
-                continue;
-            size_t p = li + (size_t)i * G;
-            Pack<T> o, g, bt;
-            if (LN && gamma)
-                g = load_pack(gamma, p);
-            if (LN && beta)
-                bt = load_pack(beta, p);
-#pragma unroll
-            for (int k = 0; k < N; k++) {
-                C out;
-                if (LN) {
-                    out = (v[i][k] - a) * b;
-                    if (gamma)
-                        out *= Num<T>::ld(g.v[k]);
-                    if (beta)
-                        out += Num<T>::ld(bt.v[k]);
-                } else {
-                    out = bad ? (C)NAN : lg ? v[i][k] - lse : v[i][k] * inv;
-                }
-                o.v[k] = Num<T>::st(out);
-            }
-            store_pack(yr, p, o);
-        }
+        for (int i = 0; i < PPT; i++)
+            if (has[i])
+                row_out<T, LN>(yr, li + (size_t)i * G, v[i], q, lg, gamma, beta, !LN && !lg, q.scale);
     }
 }
 
@@ -402,13 +393,13 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
             cluster.sync(); // no block moves on (or exits) while another reads its slot
         }
 #endif
-        RowNorm<C> q = row_norm<C, LN>(t, cols, eps);
+        RowNorm<C> q = row_norm<C, LN>(t, cols, eps, lg);
         C kf = keep && !q.bad ? c_exp(own.a - t.a) * q.scale : (C)0;
         T *yr = y + r * ldy;
 #pragma unroll
         for (int i = 0; i < PPT; i++)
             if (i < cnt)
-                row_out<T, LN>(yr, first + (size_t)i * blockDim.x, v[i], q, lg, gamma, beta, keep, kf);
+                row_out<T, LN>(yr, first + (size_t)i * blockDim.x, values(v[i]).v, q, lg, gamma, beta, keep, kf);
     }
 }
 
