@@ -92,26 +92,16 @@ static void lt_keep(lt_entry_t *e, const cublasLtMatmulHeuristicResult_t *res, i
     e->ncand = nres;
     int pick = forced < 0 ? 0 : forced < nres ? forced : nres - 1;
     atomic_init(&e->pick, res[pick].state == CUBLAS_STATUS_SUCCESS ? pick : 0);
-    atomic_init(&e->tune_tries, (nres > 1 || e->key.op == 0) && forced < 0 ? LT_TUNE_TRIES : 0);
+    atomic_init(&e->tune_tries, forced < 0 ? LT_TUNE_TRIES : 0); /* lt_tune drops plans with nothing to time */
     atomic_init(&e->unfused, 0);
     e->ok = 1;
 }
 
-/* Builds the descriptors and asks the heuristic once. Returns NULL only
- * when host memory ran out; an entry with ok = 0 records "not fusable". */
-static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune)
+/* A dense plan: the epilogue's descriptor and the layouts, the heuristic
+ * asked once. ok stays 0 when cuBLASLt cannot fuse the call. */
+static void lt_build_dense(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes)
 {
-    lt_entry_t *e = calloc(1, sizeof *e);
-    if (!e)
-        return NULL;
-    e->key = *key;
-    pthread_mutex_init(&e->lock, NULL);
-    if (key->op == 1) {
-        lt_build_gemm(e, lt, ws_bytes);
-        if (e->ok && tune)
-            lt_tune(e, lt, ws_bytes, tune);
-        return e;
-    }
+    const lt_key_t *key = &e->key;
     keel_dtype_t dt = (keel_dtype_t)key->dtype;
     cudaDataType_t ty = cuda_type(dt);
     cublasComputeType_t cty = compute_type(dt, (keel_compute_t)key->compute);
@@ -154,6 +144,22 @@ static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_
         lt_keep(e, res, nres);
     if (pref)
         cublasLtMatmulPreferenceDestroy(pref);
+}
+
+/* Builds the plan's descriptors, asks the heuristic once and times the
+ * candidates where it may. Returns NULL only when host memory ran out; an
+ * entry with ok = 0 records "no plan": the call takes the other path. */
+static lt_entry_t *lt_build(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_bytes, const gemm_tune_t *tune)
+{
+    lt_entry_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->key = *key;
+    pthread_mutex_init(&e->lock, NULL);
+    if (key->op == 1)
+        lt_build_gemm(e, lt, ws_bytes);
+    else
+        lt_build_dense(e, lt, ws_bytes);
     if (e->ok && tune)
         lt_tune(e, lt, ws_bytes, tune);
     return e;
@@ -370,16 +376,16 @@ static void lt_tune(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const g
     /* a GEMM plan with one candidate has nothing to pick; a dense plan still
      * has its epilogue to time against GEMM plus the pass */
     int worth = e->key.op == 1 ? e->ncand > 1 && tune->p : tune->dense != NULL;
-    if (!worth || lt_forced_algo() >= 0 || plan_flop(&e->key) > LT_TUNE_MAX_FLOP) {
+    if (!worth || plan_flop(&e->key) > LT_TUNE_MAX_FLOP) {
         atomic_store_explicit(&e->tune_tries, 0, memory_order_relaxed);
         return;
     }
     if (pthread_mutex_trylock(&e->lock) != 0)
         return;
-    lt_timer_t t;
     if (atomic_load_explicit(&e->tune_tries, memory_order_relaxed) > 0) {
         cudaStream_t st = on_device(tune->s);
         if (stream_idle(st)) {
+            lt_timer_t t;
             int best = 0;
             if (timer_start(&t, st, plan_flop(&e->key)))
                 best = e->key.op == 1 ? gemm_pick(e, lt, ws_bytes, tune, &t) : dense_pick(e, lt, ws_bytes, tune, &t);
