@@ -380,6 +380,12 @@ START_TEST(cpu_devices_sets_the_device_count)
 }
 END_TEST
 
+/* The variable's name of a "NAME=value" setting. */
+static void var_name(const char *setting, char *name, size_t size)
+{
+    snprintf(name, size, "%.*s", (int)(strchr(setting, '=') - setting), setting);
+}
+
 START_TEST(malformed_cpu_variables_are_invalid_environment)
 {
     const char *values[] = {"KEEL_CPU_DEVICES=0", "KEEL_CPU_DEVICES=65", "KEEL_CPU_DEVICES=abc",
@@ -389,7 +395,7 @@ START_TEST(malformed_cpu_variables_are_invalid_environment)
                             "KEEL_CPU_THREADS=0", "KEEL_CPU_THREADS=abc", "KEEL_CPU_THREADS=1025"};
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
         char name[64];
-        snprintf(name, sizeof name, "%.*s", (int)(strchr(values[i], '=') - values[i]), values[i]);
+        var_name(values[i], name, sizeof name);
         /* Checked whichever backend is selected: also with the CPU excluded. */
         const char *backends[] = {"KEEL_BACKEND=cpu", "KEEL_BACKEND=^cpu"};
         for (int b = 0; b < 2; b++) {
@@ -424,7 +430,7 @@ START_TEST(malformed_cuda_variables_are_invalid_environment)
                             "KEEL_CUDA_LT_ALGO=-1",      "KEEL_CUDA_LT_ALGO=fast",    "KEEL_CUDA_LT_ALGO=3 "};
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
         char name[64];
-        snprintf(name, sizeof name, "%.*s", (int)(strchr(values[i], '=') - values[i]), values[i]);
+        var_name(values[i], name, sizeof name);
         p = run(ENV("KEEL_BACKEND=cuda", values[i]), CMDS("init"));
         EXPECT_STATUS(p, "init", "KEEL_ERROR_INVALID_ENVIRONMENT");
         EXPECT_DETAIL_HAS(p, "init", name);
@@ -564,11 +570,13 @@ static Suite *suite(void)
     TCase *tcpu = kt_tcase_create("cpu", 120);
     tcase_add_test(tcpu, cpu_devices_sets_the_device_count);
     tcase_add_test(tcpu, malformed_cpu_variables_are_invalid_environment);
-    tcase_add_test(tcpu, malformed_cuda_variables_are_invalid_environment);
     tcase_add_test(tcpu, cpu_memory_limit_caps_each_device_and_is_recoverable);
     tcase_add_test(tcpu, blocks_kept_for_reuse_give_way_to_other_allocations);
     tcase_add_test(tcpu, cpu_threads_one_still_works);
     suite_add_tcase(s, tcpu);
+    TCase *tcuda = kt_tcase_create("cuda", 120);
+    tcase_add_test(tcuda, malformed_cuda_variables_are_invalid_environment);
+    suite_add_tcase(s, tcuda);
     return s;
 }
 
