@@ -87,12 +87,19 @@ struct keel_event {
     unsigned flags;
 };
 
+struct keel__ksig;
+struct keel__ksource;
+
 struct keel_kernel {
     uint32_t magic;
     struct keel_device *device;
     void *ctx;
     struct keel_module *module;   /* NULL for registered CPU kernels */
     char *name;
+    /* The parameters, where known: from a portable source or a module file
+     * (the module's table), or from a CPU descriptor (own_sig, owned). */
+    const struct keel__ksig *sig;
+    struct keel__ksig *own_sig;
 };
 
 struct keel_module {
@@ -102,6 +109,7 @@ struct keel_module {
     pthread_mutex_t lock;
     struct keel_kernel **kernels; /* looked-up kernels, owned */
     size_t nkernels, capkernels;
+    struct keel__ksource *sigs;   /* kernels' signatures (portable sources, module files), owned; or NULL */
 };
 
 struct keel_graph {
@@ -127,6 +135,31 @@ KEEL_HIDDEN keel_status_t keel__prefix_error(keel_status_t status, const char *f
 KEEL_HIDDEN void keel__restore_error(keel_status_t status, const char *detail);
 KEEL_HIDDEN keel_status_t keel__set_error_v(keel_status_t status, const char *fmt, va_list ap);
 KEEL_HIDDEN void keel__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- portable kernels (core/kernel_build.c) ---- */
+/* Wraps a backend module in a handle; on failure unloads it. @p sigs (may be
+ * NULL) passes to the module. */
+KEEL_HIDDEN keel_status_t keel__module_wrap(struct keel_device *d, void *ctx, struct keel__ksource *sigs,
+                                            keel_module_t **module);
+/* Frees a signature table (NULL is fine). */
+KEEL_HIDDEN void keel__sigs_free(struct keel__ksource *sigs);
+/* keel_module_load_file's handling of module files made by keel-cc: 1 when
+ * @p path is one (the result in *st), 0 when it is not. */
+KEEL_HIDDEN int keel__module_file_load(struct keel_device *d, const char *path, keel_module_t **module,
+                                       keel_status_t *st);
+
+/* ---- the run-time compilation cache (core/cache.c) ---- */
+KEEL_HIDDEN void keel__hash_init(uint64_t h[2]);
+KEEL_HIDDEN void keel__hash_field(uint64_t h[2], const void *data, size_t n);
+KEEL_HIDDEN void keel__hash_str(uint64_t h[2], const char *s);
+/* The cache directory into @p buf; 0 when caching is off or it does not fit. */
+KEEL_HIDDEN int keel__cache_dir(char *buf, size_t size);
+/* "<dir>/<kind>-<key><ext>", creating the directory; 0 when caching is off. */
+KEEL_HIDDEN int keel__cache_path(const char *kind, const uint64_t key[2], const char *ext, char *buf, size_t size);
+/* Renames a finished file into place; on failure removes it and returns 0. */
+KEEL_HIDDEN int keel__cache_install(const char *tmp_path, const char *path);
+KEEL_HIDDEN int keel__cache_load(const char *kind, const uint64_t key[2], void **data, size_t *size);
+KEEL_HIDDEN void keel__cache_store(const char *kind, const uint64_t key[2], const void *data, size_t size);
 KEEL_HIDDEN void keel__log_v(int level, const char *fmt, va_list ap);
 KEEL_HIDDEN int keel__log_enabled(int level);
 KEEL_HIDDEN extern const keel_host_api_t keel__host_api;

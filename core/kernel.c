@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/internal.h"
+#include "core/kernel_source.h"
 
 #define MODULE(m, fn) KEEL__CHECK_HANDLE(m, KEEL__MAGIC_MODULE, fn, "module")
 #define KERNEL(k, fn) KEEL__CHECK_HANDLE(k, KEEL__MAGIC_KERNEL, fn, "kernel")
@@ -12,20 +13,6 @@ static keel_status_t not_supported(struct keel_device *d, const char *fn, const 
 {
     return keel__set_error(KEEL_ERROR_NOT_SUPPORTED, "%s: the %s backend does not support %s", fn, d->backend->name,
                            what);
-}
-
-static keel_status_t wrap_module(struct keel_device *d, void *ctx, keel_module_t **module)
-{
-    struct keel_module *m = keel__handle_alloc(KEEL__MAGIC_MODULE, sizeof(*m));
-    if (!m) {
-        d->plugin->kernel->module_unload(ctx);
-        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "out of host memory");
-    }
-    m->device = d;
-    m->ctx = ctx;
-    pthread_mutex_init(&m->lock, NULL);
-    *module = m;
-    return KEEL_OK;
 }
 
 keel_status_t keel_module_load_data(keel_device_t *device, const void *image, size_t size, keel_module_t **module)
@@ -42,7 +29,7 @@ keel_status_t keel_module_load_data(keel_device_t *device, const void *image, si
     void *ctx = NULL;
     if ((st = device->plugin->kernel->module_load_data(device->ctx, image, size, &ctx)) != KEEL_OK)
         return st;
-    return wrap_module(device, ctx, module);
+    return keel__module_wrap(device, ctx, NULL, module);
 }
 
 keel_status_t keel_module_load_file(keel_device_t *device, const char *path, keel_module_t **module)
@@ -53,12 +40,14 @@ keel_status_t keel_module_load_file(keel_device_t *device, const char *path, kee
     KEEL__CHECK_OUT(module, "keel_module_load_file", "module");
     if (!path || !path[0])
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "keel_module_load_file: path is %s", path ? "empty" : "NULL");
+    if (keel__module_file_load(device, path, module, &st))
+        return st;
     if (!device->plugin->kernel->module_load_file)
         return not_supported(device, "keel_module_load_file", "modules from files");
     void *ctx = NULL;
     if ((st = device->plugin->kernel->module_load_file(device->ctx, path, &ctx)) != KEEL_OK)
         return st;
-    return wrap_module(device, ctx, module);
+    return keel__module_wrap(device, ctx, NULL, module);
 }
 
 keel_status_t keel_module_compile(keel_device_t *device, const char *source, const char *name,
@@ -82,7 +71,7 @@ keel_status_t keel_module_compile(keel_device_t *device, const char *source, con
     if ((st = device->plugin->kernel->module_compile(device->ctx, source, name ? name : "keel_module", options,
                                                      num_options, &ctx)) != KEEL_OK)
         return st;
-    return wrap_module(device, ctx, module);
+    return keel__module_wrap(device, ctx, NULL, module);
 }
 
 keel_status_t keel_module_unload(keel_module_t *module)
@@ -96,6 +85,7 @@ keel_status_t keel_module_unload(keel_module_t *module)
         keel__handle_release(k);
     }
     free(module->kernels);
+    keel__sigs_free(module->sigs);
     pthread_mutex_destroy(&module->lock);
     keel_status_t st = kv->module_unload ? kv->module_unload(module->ctx) : KEEL_OK;
     keel__handle_release(module);
@@ -138,6 +128,7 @@ keel_status_t keel_module_get_kernel(keel_module_t *module, const char *name, ke
     k->device = module->device;
     k->ctx = ctx;
     k->module = module;
+    k->sig = module->sigs ? keel__ksource_find(module->sigs, name) : NULL;
     module->kernels[module->nkernels++] = k;
     *kernel = k;
     goto out;
@@ -195,6 +186,16 @@ keel_status_t keel_kernel_register_cpu(keel_device_t *device, const keel_cpu_ker
     }
     k->device = device;
     k->ctx = ctx;
+    if ((k->own_sig = calloc(1, sizeof *k->own_sig)) != NULL) {
+        /* The descriptor's sizes let a checked launch compare them. */
+        snprintf(k->own_sig->name, sizeof k->own_sig->name, "%s", desc->name);
+        k->own_sig->nparams = desc->num_args;
+        for (unsigned i = 0; i < desc->num_args; i++) {
+            k->own_sig->params[i].size = desc->arg_sizes[i];
+            snprintf(k->own_sig->params[i].name, sizeof k->own_sig->params[i].name, "arg%u", i);
+        }
+        k->sig = k->own_sig;
+    }
     *kernel = k;
     return KEEL_OK;
 }
@@ -208,6 +209,7 @@ keel_status_t keel_kernel_release(keel_kernel_t *kernel)
                                kernel->name);
     kernel->device->plugin->kernel->kernel_release(kernel->ctx);
     free(kernel->name);
+    free(kernel->own_sig);
     keel__handle_release(kernel);
     return KEEL_OK;
 }

@@ -26,6 +26,10 @@ const keel_host_api_t keel__host_api = {
     .set_error = keel__set_error,
     .log = keel__log,
     .log_enabled = keel__log_enabled,
+    .hash_init = keel__hash_init,
+    .hash_field = keel__hash_field,
+    .cache_load = keel__cache_load,
+    .cache_store = keel__cache_store,
 };
 
 static struct keel_backend *add_backend(const char *name, int builtin)

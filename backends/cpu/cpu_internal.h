@@ -300,6 +300,12 @@ KEEL_HIDDEN void keel__cpu_mem_release(void *ptr);
 KEEL_HIDDEN void keel__cpu_copy(void *dst, const void *src, size_t bytes);
 KEEL_HIDDEN void keel__cpu_set(void *dst, int value, size_t bytes);
 
+/* ---- cpu_compile.c ---- */
+KEEL_HIDDEN keel_status_t keel__cpu_module_compile(void *device_ctx, const char *source, const char *name,
+                                                   const char *const *options, int num_options, void **module_ctx);
+KEEL_HIDDEN keel_status_t keel__cpu_module_open(cpu_device_t *d, const char *path, const char *fn,
+                                                void **module_ctx);
+
 /* ---- cpu_kernel.c ---- */
 KEEL_HIDDEN extern const keel_kernel_vtable_t keel__cpu_kernel_vtable;
 KEEL_HIDDEN void keel__cpu_run_launch(cpu_stream_t *s, cpu_cmd_t *c);

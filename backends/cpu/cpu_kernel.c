@@ -23,27 +23,10 @@ static size_t cpu_round_up(size_t v, size_t a)
 
 static keel_status_t cpu_module_load_file(void *device_ctx, const char *path, void **module_ctx)
 {
-    cpu_device_t *d = device_ctx;
     struct stat st;
     if (stat(path, &st) != 0)
         return CPU_ERR(KEEL_ERROR_NOT_FOUND, "keel_module_load_file: %s: %s", path, strerror(errno));
-    if (strlen(path) >= sizeof(((cpu_module_t *)0)->path))
-        return CPU_ERR(KEEL_ERROR_INVALID_ARGUMENT, "keel_module_load_file: the path is too long");
-    cpu_module_t *m = calloc(1, sizeof *m);
-    if (!m)
-        return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "keel_module_load_file: out of memory");
-    m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!m->dl) {
-        const char *why = dlerror();
-        free(m);
-        return CPU_ERR(KEEL_ERROR_COMPILE_FAILED,
-                       "keel_module_load_file: %s is not a loadable CPU module (a shared object of C kernels): %s",
-                       path, why ? why : "dlopen failed");
-    }
-    m->dev = d;
-    snprintf(m->path, sizeof m->path, "%s", path);
-    *module_ctx = m;
-    return KEEL_OK;
+    return keel__cpu_module_open(device_ctx, path, "keel_module_load_file", module_ctx);
 }
 
 static keel_status_t cpu_module_unload(void *module_ctx)
@@ -305,7 +288,7 @@ static keel_status_t cpu_kernel_max_active_blocks(void *kernel_ctx, int block_th
 const keel_kernel_vtable_t keel__cpu_kernel_vtable = {
     .module_load_data = NULL,   /* a CPU module must be a file: dlopen needs one */
     .module_load_file = cpu_module_load_file,
-    .module_compile = NULL,
+    .module_compile = keel__cpu_module_compile,
     .module_unload = cpu_module_unload,
     .module_get_kernel = cpu_module_get_kernel,
     .kernel_register_cpu = cpu_kernel_register,

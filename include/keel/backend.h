@@ -46,6 +46,17 @@ typedef struct keel_host_api {
     void (*log)(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
     /** Whether a message at @p level would be printed (to skip formatting). */
     int (*log_enabled)(int level);
+    /* The run-time compilation cache every backend shares (KEEL_CACHE_DIR);
+     * present when struct_size covers them. A key is 128 bits, hashed from
+     * length-prefixed fields: everything that decides the compiled code. */
+    /** Start a key. */
+    void (*hash_init)(uint64_t key[2]);
+    /** Mix @p size bytes into a key as one field. */
+    void (*hash_field)(uint64_t key[2], const void *data, size_t size);
+    /** Read the entry of @p kind ("nvrtc") and @p key: 1 and a malloc'ed, NUL-terminated copy, or 0 on a miss. */
+    int (*cache_load)(const char *kind, const uint64_t key[2], void **data, size_t *size);
+    /** Write an entry (atomically; failures are silent, as a miss costs only a compile). */
+    void (*cache_store)(const char *kind, const uint64_t key[2], const void *data, size_t size);
 } keel_host_api_t;
 
 typedef struct keel_device_vtable {

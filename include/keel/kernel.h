@@ -65,6 +65,41 @@ KEEL_API keel_status_t keel_module_load_file(keel_device_t *device, const char *
 KEEL_API keel_status_t keel_module_compile(keel_device_t *device, const char *source, const char *name,
                                            const char *const *options, int num_options, keel_module_t **module);
 
+/**
+ * @brief Build a module from portable kernel source for @p device: one
+ *        source for every backend.
+ *
+ * The source is written in Keel's kernel language (keel/kernel_lang.h,
+ * docs/kernel-language.md). Keel puts the language header in front of it,
+ * translates the kernels' declarations for the device and compiles it there:
+ * NVRTC on CUDA, hipRTC on HIP, the system C compiler on the CPU
+ * (KEEL_CPU_CC, KEEL_CPU_CFLAGS). Each result is cached on disk
+ * (KEEL_CACHE_DIR) by source, options, compiler and target: building the same
+ * source again runs no compiler. KEEL_LOG=debug prints the compiler command
+ * and where the generated source and the cached module are.
+ * @param[in] source the kernel source, NUL-terminated.
+ * @param[in] source_name what compiler messages call the source ("saxpy.kc"); NULL means "kernel.kc".
+ * @param[in] options compiler options, @p num_options of them, passed as they are;
+ *            -DNAME=VALUE and -UNAME mean the same on every backend.
+ * @param[out] module written only on success.
+ * @return KEEL_ERROR_COMPILE_FAILED with the compiler's log, whose messages
+ *         name @p source_name and the line, when the source does not compile
+ *         (or declares no kernel), or when the CPU backend finds no C compiler
+ *         (the detail says to set KEEL_CPU_CC); KEEL_ERROR_NOT_SUPPORTED on a
+ *         backend without a compiler for it.
+ * Ownership: as keel_module_compile. The module knows each kernel's
+ * parameters, so keel_launch() and KEEL_LAUNCH() check a launch against them.
+ */
+KEEL_API keel_status_t keel_module_build(keel_device_t *device, const char *source, const char *source_name,
+                                         const char *const *options, int num_options, keel_module_t **module);
+
+/**
+ * @brief keel_module_build() on the contents of the file @p path, which compiler messages name.
+ * @return KEEL_ERROR_NOT_FOUND when the file cannot be read; otherwise as keel_module_build().
+ */
+KEEL_API keel_status_t keel_module_build_file(keel_device_t *device, const char *path, const char *const *options,
+                                              int num_options, keel_module_t **module);
+
 /** @brief Unload a module. The caller must make sure no launch of its kernels is still pending. */
 KEEL_API keel_status_t keel_module_unload(keel_module_t *module);
 
@@ -87,6 +122,75 @@ KEEL_API keel_status_t keel_module_get_kernel(keel_module_t *module, const char 
  */
 KEEL_API keel_status_t keel_launch_kernel(keel_kernel_t *kernel, keel_dim3_t grid, keel_dim3_t block,
                                           size_t shared_bytes, keel_stream_t *stream, void **args);
+
+/**
+ * @brief Launch @p kernel as keel_launch_kernel() does, after checking the
+ *        arguments against the kernel's parameters.
+ *
+ * The parameters are known for kernels of keel_module_build(), of module
+ * files made by keel-cc, and of registered CPU kernels (their descriptor);
+ * for other kernels only the count is checked where the backend reports it.
+ * @param[in] num_args the number of arguments passed.
+ * @param[in] args pointers to the argument values, @p num_args of them.
+ * @param[in] arg_sizes the size of each value (sizeof the variable passed).
+ * @return KEEL_ERROR_INVALID_ARGUMENT naming the kernel, its parameters and
+ *         the first mismatch when the count or a known size differs.
+ */
+KEEL_API keel_status_t keel_launch(keel_kernel_t *kernel, keel_dim3_t grid, keel_dim3_t block, size_t shared_bytes,
+                                   keel_stream_t *stream, unsigned num_args, void **args, const size_t *arg_sizes);
+
+/**
+ * @brief Launch with the arguments written out, checked against the kernel's parameters:
+ *        KEEL_LAUNCH(kernel, grid, block, 0, stream, n, a, x, y).
+ *
+ * Each argument may be any expression; its type is the one the kernel sees,
+ * so pass an int for an int parameter (a size_t where an int is declared is
+ * refused). At least one and at most 32 arguments (C only: it uses compound
+ * literals and __typeof__); call keel_launch() for more, or none.
+ */
+#define KEEL_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                                     \
+    keel_launch((kernel), (grid), (block), (shared_bytes), (stream), KEEL__NARG(__VA_ARGS__),             \
+                (void *[]){KEEL__MAP(KEEL__ARG_ADDR, __VA_ARGS__)},                                       \
+                (const size_t[]){KEEL__MAP(KEEL__ARG_SIZE, __VA_ARGS__)})
+#define KEEL__ARG_ADDR(x) ((void *)&(__typeof__(x)){x})
+#define KEEL__ARG_SIZE(x) sizeof(x)
+#define KEEL__NARG(...) KEEL__NARG_(__VA_ARGS__, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1)
+#define KEEL__NARG_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, _21, _22, _23, _24, _25, _26, _27, _28, _29, _30, _31, _32, n, ...) n
+#define KEEL__CAT(a, b) KEEL__CAT_(a, b)
+#define KEEL__CAT_(a, b) a##b
+#define KEEL__MAP(m, ...) KEEL__CAT(KEEL__MAP_, KEEL__NARG(__VA_ARGS__))(m, __VA_ARGS__)
+#define KEEL__MAP_1(m, a) m(a)
+#define KEEL__MAP_2(m, a, ...) m(a), KEEL__MAP_1(m, __VA_ARGS__)
+#define KEEL__MAP_3(m, a, ...) m(a), KEEL__MAP_2(m, __VA_ARGS__)
+#define KEEL__MAP_4(m, a, ...) m(a), KEEL__MAP_3(m, __VA_ARGS__)
+#define KEEL__MAP_5(m, a, ...) m(a), KEEL__MAP_4(m, __VA_ARGS__)
+#define KEEL__MAP_6(m, a, ...) m(a), KEEL__MAP_5(m, __VA_ARGS__)
+#define KEEL__MAP_7(m, a, ...) m(a), KEEL__MAP_6(m, __VA_ARGS__)
+#define KEEL__MAP_8(m, a, ...) m(a), KEEL__MAP_7(m, __VA_ARGS__)
+#define KEEL__MAP_9(m, a, ...) m(a), KEEL__MAP_8(m, __VA_ARGS__)
+#define KEEL__MAP_10(m, a, ...) m(a), KEEL__MAP_9(m, __VA_ARGS__)
+#define KEEL__MAP_11(m, a, ...) m(a), KEEL__MAP_10(m, __VA_ARGS__)
+#define KEEL__MAP_12(m, a, ...) m(a), KEEL__MAP_11(m, __VA_ARGS__)
+#define KEEL__MAP_13(m, a, ...) m(a), KEEL__MAP_12(m, __VA_ARGS__)
+#define KEEL__MAP_14(m, a, ...) m(a), KEEL__MAP_13(m, __VA_ARGS__)
+#define KEEL__MAP_15(m, a, ...) m(a), KEEL__MAP_14(m, __VA_ARGS__)
+#define KEEL__MAP_16(m, a, ...) m(a), KEEL__MAP_15(m, __VA_ARGS__)
+#define KEEL__MAP_17(m, a, ...) m(a), KEEL__MAP_16(m, __VA_ARGS__)
+#define KEEL__MAP_18(m, a, ...) m(a), KEEL__MAP_17(m, __VA_ARGS__)
+#define KEEL__MAP_19(m, a, ...) m(a), KEEL__MAP_18(m, __VA_ARGS__)
+#define KEEL__MAP_20(m, a, ...) m(a), KEEL__MAP_19(m, __VA_ARGS__)
+#define KEEL__MAP_21(m, a, ...) m(a), KEEL__MAP_20(m, __VA_ARGS__)
+#define KEEL__MAP_22(m, a, ...) m(a), KEEL__MAP_21(m, __VA_ARGS__)
+#define KEEL__MAP_23(m, a, ...) m(a), KEEL__MAP_22(m, __VA_ARGS__)
+#define KEEL__MAP_24(m, a, ...) m(a), KEEL__MAP_23(m, __VA_ARGS__)
+#define KEEL__MAP_25(m, a, ...) m(a), KEEL__MAP_24(m, __VA_ARGS__)
+#define KEEL__MAP_26(m, a, ...) m(a), KEEL__MAP_25(m, __VA_ARGS__)
+#define KEEL__MAP_27(m, a, ...) m(a), KEEL__MAP_26(m, __VA_ARGS__)
+#define KEEL__MAP_28(m, a, ...) m(a), KEEL__MAP_27(m, __VA_ARGS__)
+#define KEEL__MAP_29(m, a, ...) m(a), KEEL__MAP_28(m, __VA_ARGS__)
+#define KEEL__MAP_30(m, a, ...) m(a), KEEL__MAP_29(m, __VA_ARGS__)
+#define KEEL__MAP_31(m, a, ...) m(a), KEEL__MAP_30(m, __VA_ARGS__)
+#define KEEL__MAP_32(m, a, ...) m(a), KEEL__MAP_31(m, __VA_ARGS__)
 
 /** @brief Kernel attributes for keel_kernel_get_attribute(). */
 typedef enum keel_kernel_attribute {
