@@ -16,7 +16,10 @@ static const struct {
     {"KEEL_CPU_DEVICES", "number of CPU devices to emulate, 1..64 (default 1)"},
     {"KEEL_CPU_MEMORY_LIMIT", "memory cap of each CPU device in bytes, suffix K, M or G allowed (default none)"},
     {"KEEL_CPU_THREADS", "worker threads of each CPU device, 1..1024 (default: online cores)"},
-    {"KEEL_CACHE_DIR", "directory of the run-time compilation cache (default $XDG_CACHE_HOME/keel or ~/.cache/keel)"},
+    {"KEEL_CACHE_DIR", "directory of the run-time compilation cache, every backend's (default $XDG_CACHE_HOME/keel or "
+                       "~/.cache/keel; empty: no cache)"},
+    {"KEEL_CPU_CC", "CPU backend: the C compiler that builds kernels at run time (default: the one that built Keel)"},
+    {"KEEL_CPU_CFLAGS", "CPU backend: its flags (default -O3 -march=native -fno-math-errno -fno-trapping-math)"},
     {"KEEL_CUDA_LAUNCH", "CUDA plugin: kernel (default) launches context-free CUkernels, function launches CUfunctions"},
     {"KEEL_CUDA_HOST_FUNCS", "CUDA plugin: keel (default) runs host functions on a thread per stream, cuda on CUDA's"},
     {"KEEL_CUDA_COPY_THREADS", "CUDA plugin: host threads staging pageable copies, 1..16 (default half the cores, at most 8)"},

@@ -118,7 +118,8 @@ for gpu in cuda hip; do
 done
 
 # --- keel-demo ------------------------------------------------------------
-run demo 0 "$demo" -n 100003 && expect demo out 'verified'
+run demo 0 "$demo" -n 100003 && expect demo out 'verified' && expect demo out 'portable kernel'
+run demo-native 0 "$demo" -n 4099 --native && expect demo-native out 'verified'
 run demo-cpu1 0 env KEEL_BACKEND=cpu KEEL_CPU_DEVICES=2 KEEL_DEVICE=1 "$demo" -n 5000 &&
     expect demo-cpu1 out 'device cpu:1'
 if [ -f "$module" ]; then
@@ -128,6 +129,10 @@ else
     fail "$module was not built"
 fi
 run demo-bogus 1 env KEEL_BACKEND=bogus "$demo" && expect demo-bogus err 'KEEL_ERROR_'
+
+# --- the tiled matmul example --------------------------------------------
+run matmul 0 ./examples/keel-matmul && expect matmul out 'verified'
+run matmul-odd 0 ./examples/keel-matmul 33 17 45 && expect matmul-odd out 'verified'
 
 # --- the README example ---------------------------------------------------
 run hello 0 "$hello" && expect hello out 'expected 1998'

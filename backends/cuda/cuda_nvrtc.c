@@ -1,20 +1,17 @@
-/* Run-time compilation of CUDA C++ with NVRTC, and its on-disk cache.
+/* Run-time compilation of CUDA C++ with NVRTC, cached on disk.
  *
  * NVRTC is opened with dlopen on first use, so the plugin loads (and
  * everything but keel_module_compile works) where it is not installed. The
- * cache is keyed by a hash of everything that decides the output: source,
- * program name, options, target architecture and NVRTC version. A missing,
- * unreadable or corrupt cache entry is a miss, never an error. */
+ * cache is the core's (every backend shares it), keyed by a hash of
+ * everything that decides the output: source, program name, options, target
+ * architecture and NVRTC version. A missing, unreadable or corrupt cache
+ * entry is a miss, never an error. */
 #include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <nvrtc.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include "cuda_internal.h"
 #include "cuda_shared.h"
 
@@ -87,145 +84,18 @@ static void rtc_open(void)
         rtc.major = rtc.minor = 0;
 }
 
-/* ---- hashing: two independent 64-bit hashes over length-prefixed fields ---- */
+/* ---- the cache (the core's, shared by every backend) ---- */
 
-typedef struct {
-    uint64_t a, b;
-} hash128_t;
-
-static void hash_bytes(hash128_t *h, const void *data, size_t n)
+static int have_cache(void)
 {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h->a = (h->a ^ p[i]) * 0x100000001b3ull;                       /* FNV-1a */
-        h->b = (h->b + p[i] + 1) * 0x9e3779b97f4a7c15ull;               /* multiplicative, */
-        h->b ^= h->b >> 29;                                            /* with a shift mix */
-    }
+    const keel_host_api_t *h = keel__cuda_host;
+    return h->struct_size >= offsetof(keel_host_api_t, cache_store) + sizeof h->cache_store && h->cache_load &&
+           h->cache_store && h->hash_init && h->hash_field;
 }
 
-static void hash_field(hash128_t *h, const void *data, size_t n)
+static void key_str(uint64_t key[2], const char *s)
 {
-    uint64_t len = n;
-    hash_bytes(h, &len, sizeof len);
-    hash_bytes(h, data, n);
-}
-
-static void hash_str(hash128_t *h, const char *s)
-{
-    hash_field(h, s != NULL ? s : "", s != NULL ? strlen(s) : 0);
-}
-
-/* ---- cache files ---- */
-
-enum { CACHE_FORMAT = 1, KIND_CUBIN = 0, KIND_PTX = 1 };
-
-struct cache_header {
-    char magic[8];        /* "KEELRTC\0" */
-    uint32_t format;
-    uint32_t kind;
-    uint64_t size;
-    uint64_t key_a, key_b;
-    uint64_t sum_a, sum_b; /* hash of the payload */
-};
-
-/* The cache directory, or 0 when caching is off (KEEL_CACHE_DIR set empty). */
-static int cache_dir(char *buf, size_t size)
-{
-    const char *d = getenv("KEEL_CACHE_DIR");
-    if (d != NULL)
-        return d[0] != '\0' && (size_t)snprintf(buf, size, "%s", d) < size;
-    const char *x = getenv("XDG_CACHE_HOME");
-    if (x != NULL && x[0] == '/')
-        return (size_t)snprintf(buf, size, "%s/keel", x) < size;
-    const char *home = getenv("HOME");
-    if (home != NULL && home[0] != '\0')
-        return (size_t)snprintf(buf, size, "%s/.cache/keel", home) < size;
-    return 0;
-}
-
-static void mkdir_p(const char *path)
-{
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s", path) >= sizeof tmp)
-        return;
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            (void)mkdir(tmp, 0700);
-            *p = '/';
-        }
-    }
-    (void)mkdir(tmp, 0700);
-}
-
-static void debug(const char *fmt, const char *a, const char *b)
-{
-    if (keel__cuda_host->log != NULL && keel__cuda_host->log_enabled != NULL &&
-        keel__cuda_host->log_enabled(KEEL_LOG_DEBUG))
-        keel__cuda_host->log(KEEL_LOG_DEBUG, fmt, a, b);
-}
-
-static int cache_read(const char *path, hash128_t key, void **image, size_t *size)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    struct cache_header h;
-    void *buf = NULL;
-    int ok = read(fd, &h, sizeof h) == (ssize_t)sizeof h && memcmp(h.magic, "KEELRTC", 8) == 0 &&
-             h.format == CACHE_FORMAT && h.key_a == key.a && h.key_b == key.b && h.size > 0 &&
-             h.size < ((uint64_t)1 << 31) && (buf = malloc(h.size + 1)) != NULL;
-    if (ok) {
-        size_t got = 0;
-        while (got < h.size) {
-            ssize_t r = read(fd, (char *)buf + got, h.size - got);
-            if (r <= 0)
-                break;
-            got += (size_t)r;
-        }
-        hash128_t sum = {0xcbf29ce484222325ull, 0x243f6a8885a308d3ull};
-        hash_bytes(&sum, buf, got);
-        ok = got == h.size && sum.a == h.sum_a && sum.b == h.sum_b;
-    }
-    close(fd);
-    if (!ok) {
-        free(buf);
-        debug("keel_module_compile: ignoring cache entry %s%s", path, "");
-        return 0;
-    }
-    ((char *)buf)[h.size] = '\0'; /* PTX must end in NUL; harmless for cubins */
-    *image = buf;
-    *size = h.size;
-    return 1;
-}
-
-static void cache_write(const char *dir, const char *path, hash128_t key, int kind, const void *image, size_t size)
-{
-    mkdir_p(dir);
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%p", path, (long)getpid(), (void *)&tmp);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        debug("keel_module_compile: cannot write the cache in %s: %s", dir, strerror(errno));
-        return;
-    }
-    struct cache_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, "KEELRTC", 8);
-    h.format = CACHE_FORMAT;
-    h.kind = (uint32_t)kind;
-    h.size = size;
-    h.key_a = key.a;
-    h.key_b = key.b;
-    hash128_t sum = {0xcbf29ce484222325ull, 0x243f6a8885a308d3ull};
-    hash_bytes(&sum, image, size);
-    h.sum_a = sum.a;
-    h.sum_b = sum.b;
-    int ok = write(fd, &h, sizeof h) == (ssize_t)sizeof h && write(fd, image, size) == (ssize_t)size;
-    ok = close(fd) == 0 && ok;
-    /* rename is atomic: a concurrent reader sees the old entry or the new one. */
-    if (!ok || rename(tmp, path) != 0)
-        (void)unlink(tmp);
+    keel__cuda_host->hash_field(key, s != NULL ? s : "", s != NULL ? strlen(s) : 0);
 }
 
 /* ---- compilation ---- */
@@ -295,22 +165,22 @@ keel_status_t keel__cuda_nvrtc_compile(const keel__cuda_device_t *dev, const cha
     if (!has_arch_option(options, num_options, &virtual_arch))
         pick_arch(dev, arch_opt, sizeof arch_opt, &virtual_arch);
 
-    hash128_t key = {0xcbf29ce484222325ull, 0x243f6a8885a308d3ull};
-    char ver[64];
-    snprintf(ver, sizeof ver, "keel-nvrtc-%d %d.%d %s", CACHE_FORMAT, rtc.major, rtc.minor, dev->arch);
-    hash_str(&key, ver);
-    hash_str(&key, arch_opt);
-    hash_str(&key, name);
-    for (int i = 0; i < num_options; i++)
-        hash_str(&key, options[i]);
-    hash_str(&key, source);
-
-    char dir[4096], path[4200];
-    int cached = cache_dir(dir, sizeof dir);
+    /* The key: everything that decides the output. */
+    uint64_t key[2] = {0, 0};
+    int cached = have_cache();
     if (cached) {
-        snprintf(path, sizeof path, "%s/nvrtc-%016" PRIx64 "%016" PRIx64 ".bin", dir, key.a, key.b);
-        if (cache_read(path, key, image, size)) {
-            debug("keel_module_compile: %s from the cache %s", name, path);
+        char ver[64];
+        snprintf(ver, sizeof ver, "keel-nvrtc-1 %d.%d %s", rtc.major, rtc.minor, dev->arch);
+        keel__cuda_host->hash_init(key);
+        key_str(key, ver);
+        key_str(key, arch_opt);
+        key_str(key, name);
+        for (int i = 0; i < num_options; i++)
+            key_str(key, options[i]);
+        key_str(key, source);
+        if (keel__cuda_host->cache_load("nvrtc", key, image, size)) {
+            if (keel__cuda_host->log_enabled(KEEL_LOG_DEBUG))
+                keel__cuda_host->log(KEEL_LOG_DEBUG, "keel_module_compile: %s from the cache", name);
             return KEEL_OK;
         }
     }
@@ -363,7 +233,7 @@ keel_status_t keel__cuda_nvrtc_compile(const keel__cuda_device_t *dev, const cha
     }
     out[n] = '\0';
     if (cached)
-        cache_write(dir, path, key, virtual_arch ? KIND_PTX : KIND_CUBIN, out, n);
+        keel__cuda_host->cache_store("nvrtc", key, out, n);
     *image = out;
     *size = n;
     return KEEL_OK;

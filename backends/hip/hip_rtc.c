@@ -1,7 +1,9 @@
 /* Run-time compilation for keel-hip.so through hiprtc (part of libamdhip64
  * in ROCm 5.2): the source is compiled for the device's full target name
- * ("gfx90a:sramecc+:xnack-"), so the code object matches the GPU's mode. No
- * disk cache yet (the CUDA plugin's NVRTC path has one). */
+ * ("gfx90a:sramecc+:xnack-"), so the code object matches the GPU's mode.
+ * Code objects go into the core's compilation cache, keyed by the source,
+ * its name, the options, the target name and the HIP runtime version. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,9 +59,25 @@ keel_status_t keel__hip_rtc_compile(const keel__cuda_device_t *dev, const char *
     opts[0] = arch;
     for (int i = 0; i < num_options; i++)
         opts[i + 1] = options[i];
-    hiprtcProgram prog = NULL;
     if (name == NULL || name[0] == '\0')
         name = "keel_module.hip";
+    const keel_host_api_t *host = keel__cuda_host;
+    int cached = host->struct_size >= offsetof(keel_host_api_t, cache_store) + sizeof host->cache_store &&
+                 host->cache_load && host->cache_store && host->hash_init && host->hash_field;
+    uint64_t key[2] = {0, 0};
+    if (cached) {
+        int runtime = 0;
+        (void)hipRuntimeGetVersion(&runtime);
+        host->hash_init(key);
+        host->hash_field(key, &runtime, sizeof runtime);
+        for (int i = 0; i < num_options + 1; i++)
+            host->hash_field(key, opts[i], strlen(opts[i]));
+        host->hash_field(key, name, strlen(name));
+        host->hash_field(key, source, strlen(source));
+        if (host->cache_load("hiprtc", key, image, size))
+            return KEEL_OK;
+    }
+    hiprtcProgram prog = NULL;
     hiprtcResult res = hiprtcCreateProgram(&prog, source, name, 0, NULL, NULL);
     if (res != HIPRTC_SUCCESS)
         return rtc_fail(NULL, res, name);
@@ -79,6 +97,8 @@ keel_status_t keel__hip_rtc_compile(const keel__cuda_device_t *dev, const char *
         return st;
     }
     (void)hiprtcDestroyProgram(&prog);
+    if (cached)
+        host->cache_store("hiprtc", key, code, n);
     *image = code;
     *size = n;
     return KEEL_OK;
