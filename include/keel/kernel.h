@@ -10,6 +10,12 @@
  * The argument values are copied at launch: the caller's variables may change
  * or go out of scope once the launch returns.
  *
+ * Portable kernels: one source in Keel's kernel language (keel/kernel_lang.h)
+ * for every backend, built at run time with keel_module_build(), or ahead of
+ * time by keel-cc into a module file that keel_module_load_file() reads on
+ * any device. Such kernels know their parameters, and keel_launch() (or
+ * KEEL_LAUNCH) checks a launch against them.
+ *
  * CPU kernels: a C function of type keel_cpu_kernel_fn_t, called once per
  * block, that loops over the threads of its block itself (KEEL_CPU_FOR_EACH_THREAD).
  * The end of such a loop is the block's barrier. A shared object exports one
@@ -51,13 +57,24 @@ typedef struct keel_dim3 {
 KEEL_API keel_status_t keel_module_load_data(keel_device_t *device, const void *image, size_t size,
                                              keel_module_t **module);
 
-/** @brief Load a module from a file (CUDA: .cubin/.fatbin/.ptx; CPU: a shared object). */
+/**
+ * @brief Load a module from a file: a module file made by keel-cc (any
+ *        backend: the part for the device, or its portable source compiled
+ *        when it holds none), or the backend's own form (CUDA: .cubin,
+ *        .fatbin, .ptx; HIP: a code object; CPU: a shared object of CPU kernels).
+ * @return KEEL_ERROR_NOT_FOUND when the file is missing, or is a module file
+ *         with neither code nor source for this device;
+ *         KEEL_ERROR_COMPILE_FAILED when it cannot be loaded (a damaged file).
+ */
 KEEL_API keel_status_t keel_module_load_file(keel_device_t *device, const char *path, keel_module_t **module);
 
 /**
- * @brief Compile kernel source at run time for @p device and load it
- *        (CUDA: CUDA C++ through NVRTC, cached on disk by source, options
- *        and architecture).
+ * @brief Compile source in the backend's own language at run time for
+ *        @p device and load it: CUDA C++ through NVRTC on CUDA, HIP C++
+ *        through hipRTC on HIP, C with KEEL_CPU_KERNEL_EXPORT descriptors
+ *        through the system C compiler on the CPU; cached on disk as
+ *        keel_module_build() is. For one source on every backend, use
+ *        keel_module_build().
  * @param[in] options compiler options, @p num_options of them; may be NULL if 0.
  * @return KEEL_ERROR_NOT_SUPPORTED on backends without a run-time compiler;
  *         KEEL_ERROR_COMPILE_FAILED with the compiler log in the detail.

@@ -201,13 +201,46 @@ template <typename T> KEEL__DEV T keel_subgroup_min(T v)
 #define KEEL__GPU_ATOMIC_INT(sfx, T, U)                                                             \
     KEEL__DEV T keel_atomic_add_##sfx(T *p, T v) { return (T)atomicAdd((U *)p, (U)v); }             \
     KEEL__DEV T keel_atomic_xchg_##sfx(T *p, T v) { return (T)atomicExch((U *)p, (U)v); }           \
-    KEEL__DEV T keel_atomic_cas_##sfx(T *p, T cmp, T v) { return (T)atomicCAS((U *)p, (U)cmp, (U)v); } \
+    KEEL__DEV T keel_atomic_cas_##sfx(T *p, T cmp, T v) { return (T)atomicCAS((U *)p, (U)cmp, (U)v); }
+/* min and max where the vendor has them, else a compare-and-swap loop. */
+#define KEEL__GPU_ATOMIC_MINMAX(sfx, T)                                                             \
     KEEL__DEV T keel_atomic_min_##sfx(T *p, T v) { return atomicMin(p, v); }                        \
     KEEL__DEV T keel_atomic_max_##sfx(T *p, T v) { return atomicMax(p, v); }
+#define KEEL__GPU_ATOMIC_MINMAX_CAS(sfx, T, U)                                                      \
+    KEEL__DEV T keel_atomic_min_##sfx(T *p, T v)                                                    \
+    {                                                                                               \
+        U old = *(volatile U *)p;                                                                   \
+        while (v < (T)old) {                                                                        \
+            U seen = atomicCAS((U *)p, old, (U)v);                                                  \
+            if (seen == old)                                                                        \
+                break;                                                                              \
+            old = seen;                                                                             \
+        }                                                                                           \
+        return (T)old;                                                                              \
+    }                                                                                               \
+    KEEL__DEV T keel_atomic_max_##sfx(T *p, T v)                                                    \
+    {                                                                                               \
+        U old = *(volatile U *)p;                                                                   \
+        while (v > (T)old) {                                                                        \
+            U seen = atomicCAS((U *)p, old, (U)v);                                                  \
+            if (seen == old)                                                                        \
+                break;                                                                              \
+            old = seen;                                                                             \
+        }                                                                                           \
+        return (T)old;                                                                              \
+    }
 KEEL__GPU_ATOMIC_INT(i32, int, int)
 KEEL__GPU_ATOMIC_INT(u32, unsigned, unsigned)
 KEEL__GPU_ATOMIC_INT(i64, long long, unsigned long long)
 KEEL__GPU_ATOMIC_INT(u64, unsigned long long, unsigned long long)
+KEEL__GPU_ATOMIC_MINMAX(i32, int)
+KEEL__GPU_ATOMIC_MINMAX(u32, unsigned)
+KEEL__GPU_ATOMIC_MINMAX(u64, unsigned long long)
+#if KEEL_TARGET_CUDA
+KEEL__GPU_ATOMIC_MINMAX(i64, long long)
+#else
+KEEL__GPU_ATOMIC_MINMAX_CAS(i64, long long, unsigned long long)
+#endif
 
 #define KEEL__GPU_ATOMIC_FP(sfx, T, U, to_bits, from_bits)                                          \
     KEEL__DEV T keel_atomic_add_##sfx(T *p, T v) { return atomicAdd(p, v); }                        \
