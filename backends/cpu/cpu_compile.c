@@ -12,6 +12,7 @@
  * model and feature flags: -march=native code is for this CPU only). */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -22,6 +23,26 @@
 
 #include "backends/cpu/cpu_internal.h"
 #include "core/spawn.h"
+#include "keel/kernel_lang.h"
+
+/* The CPU form of the kernel language declares its own copies of the launch
+ * context and the kernel descriptor (a kernel source includes no other Keel
+ * header); they must be the ABI's layouts. */
+#define SAME_FIELD(a, b, f) (offsetof(a, f) == offsetof(b, f) && sizeof(((a *)0)->f) == sizeof(((b *)0)->f))
+_Static_assert(sizeof(keel__block_t) == sizeof(keel_cpu_kernel_ctx_t) &&
+                   SAME_FIELD(keel__block_t, keel_cpu_kernel_ctx_t, grid_dim) &&
+                   SAME_FIELD(keel__block_t, keel_cpu_kernel_ctx_t, block_dim) &&
+                   SAME_FIELD(keel__block_t, keel_cpu_kernel_ctx_t, block_idx) &&
+                   SAME_FIELD(keel__block_t, keel_cpu_kernel_ctx_t, shared_mem) &&
+                   SAME_FIELD(keel__block_t, keel_cpu_kernel_ctx_t, shared_bytes),
+               "keel__block_t (keel/kernel_lang.h) must be keel_cpu_kernel_ctx_t");
+_Static_assert(sizeof(keel__kernel_desc_t) == sizeof(keel_cpu_kernel_desc_t) &&
+                   SAME_FIELD(keel__kernel_desc_t, keel_cpu_kernel_desc_t, abi_version) &&
+                   SAME_FIELD(keel__kernel_desc_t, keel_cpu_kernel_desc_t, name) &&
+                   SAME_FIELD(keel__kernel_desc_t, keel_cpu_kernel_desc_t, fn) &&
+                   SAME_FIELD(keel__kernel_desc_t, keel_cpu_kernel_desc_t, num_args) &&
+                   SAME_FIELD(keel__kernel_desc_t, keel_cpu_kernel_desc_t, arg_sizes) && KEEL_CPU_KERNEL_ABI == 1,
+               "keel__kernel_desc_t (keel/kernel_lang.h) must be keel_cpu_kernel_desc_t");
 
 #ifndef KEEL_CPU_CC_DEFAULT
 #define KEEL_CPU_CC_DEFAULT "cc"
