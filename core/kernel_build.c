@@ -3,6 +3,7 @@
  * (keel_module_build), module files holding every backend's code (made by
  * keel-cc, read by keel_module_load_file), and launches checked against a
  * kernel's parameters (keel_launch). */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -231,15 +232,37 @@ static keel_status_t load_cpu_image(struct keel_device *d, const void *image, si
             break;
         done += (size_t)w;
     }
-    keel_status_t st;
-    if (done != size) {
+    keel_status_t st = KEEL_OK;
+    /* glibc finds a loaded library by its name before it looks at the file:
+     * a /proc/self/fd path whose number an earlier module file's memfd had
+     * (closed after its dlopen, its code still loaded) would give back that
+     * earlier code. The file moves to a number no loaded library is named
+     * by; the numbers passed over stay taken until the load is done. */
+    int passed[16], npassed = 0;
+    snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
+    while (!tmp[0] && done == size) {
+        void *loaded = dlopen(fdpath, RTLD_LAZY | RTLD_NOLOAD);
+        if (!loaded)
+            break;
+        dlclose(loaded);
+        int moved = npassed < 16 ? fcntl(fd, F_DUPFD_CLOEXEC, fd + 1) : -1;
+        if (moved < 0) {
+            st = keel__set_error(KEEL_ERROR_COMPILE_FAILED, "keel_module_load_file: %s: no file name for its CPU code",
+                                 path);
+            break;
+        }
+        passed[npassed++] = fd;
+        fd = moved;
+        snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
+    }
+    if (done != size)
         st = keel__set_error(KEEL_ERROR_COMPILE_FAILED, "keel_module_load_file: %s: writing its CPU code: %s", path,
                              strerror(errno));
-    } else {
-        snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
+    else if (st == KEEL_OK)
         st = d->plugin->kernel->module_load_file(d->ctx, tmp[0] ? tmp : fdpath, ctx);
-    }
     close(fd);
+    while (npassed > 0)
+        close(passed[--npassed]);
     if (tmp[0])
         unlink(tmp);
     return st;
@@ -292,31 +315,52 @@ int keel__module_file_load(struct keel_device *d, const char *path, keel_module_
     const char *machine = uname(&u) == 0 ? u.machine : "unknown";
     const keel__modfile_entry_t *code =
         pick_entry(e, h->count, backend, strcmp(backend, "cpu") == 0 ? machine : NULL);
+    const keel__modfile_entry_t *src = pick_entry(e, h->count, "source", NULL);
+    if (src && memchr(file + src->offset, '\0', (size_t)src->size) != NULL)
+        src = NULL;
     void *ctx = NULL;
-    if (code && strcmp(backend, "cpu") == 0) {
-        *st = load_cpu_image(d, file + code->offset, (size_t)code->size, path, &ctx);
-    } else if (code) {
-        *st = d->plugin->kernel->module_load_data
-                  ? d->plugin->kernel->module_load_data(d->ctx, file + code->offset, (size_t)code->size, &ctx)
-                  : keel__set_error(KEEL_ERROR_NOT_SUPPORTED, "%s: the %s backend loads no module from memory", fn,
-                                    backend);
-    } else {
-        const keel__modfile_entry_t *src = pick_entry(e, h->count, "source", NULL);
-        if (src && memchr(file + src->offset, '\0', (size_t)src->size) == NULL) {
-            keel__log(KEEL_LOG_INFO, "%s: %s has no code for %s (%s): compiling its source", fn, path, d->name,
-                      machine);
+    char why[2048] = "";
+    if (code) {
+        if (strcmp(backend, "cpu") == 0)
+            *st = load_cpu_image(d, file + code->offset, (size_t)code->size, path, &ctx);
+        else
+            *st = d->plugin->kernel->module_load_data
+                      ? d->plugin->kernel->module_load_data(d->ctx, file + code->offset, (size_t)code->size, &ctx)
+                      : keel__set_error(KEEL_ERROR_NOT_SUPPORTED, "%s: the %s backend loads no module from memory",
+                                        fn, backend);
+        /* Code that does not load here (no code for this GPU model in the
+         * fatbin, a shared object this system cannot open) gives way to the
+         * source, as no code at all does. */
+        if (*st != KEEL_OK)
+            snprintf(why, sizeof why, "its %s code (%s) does not load: %s", backend, code->target, keel_last_error());
+        if (*st != KEEL_OK && (!src || (*st != KEEL_ERROR_COMPILE_FAILED && *st != KEEL_ERROR_NOT_SUPPORTED))) {
+            keel__set_error(*st, "%s: %s: %s", fn, path, why);
+            keel__sigs_free(sigs);
+            goto out;
+        }
+    }
+    if (!code || *st != KEEL_OK) {
+        if (src) {
+            if (why[0])
+                keel__log(KEEL_LOG_INFO, "%s: %s: %s; compiling its source for %s", fn, path, why, d->name);
+            else
+                keel__log(KEEL_LOG_INFO, "%s: %s has no code for %s (%s): compiling its source", fn, path, d->name,
+                          machine);
             char *text = strndup(file + src->offset, (size_t)src->size);
             keel__sigs_free(sigs);
             *st = text ? build(d, text, path, NULL, 0, fn, module)
                        : keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
             free(text);
+            if (*st != KEEL_OK && why[0]) {
+                char detail[4096];
+                snprintf(detail, sizeof detail, "%s", keel_last_error());
+                keel__set_error(*st, "%s (%s: %s)", detail, path, why);
+            }
             goto out;
         }
         *st = keel__set_error(KEEL_ERROR_NOT_FOUND, "%s: %s holds no code for %s (%s backend%s%s) and no source", fn,
                               path, d->name, backend, strcmp(backend, "cpu") == 0 ? ", " : "",
                               strcmp(backend, "cpu") == 0 ? machine : "");
-    }
-    if (*st != KEEL_OK) {
         keel__sigs_free(sigs);
         goto out;
     }
