@@ -514,6 +514,7 @@ static void cpu_wrapper(out_t *o, const keel__ksig_t *k, const char *name)
 char *keel__ksource_generate(const keel__ksource_t *ks, const char *source, const char *name, keel__ktarget_t target)
 {
     out_t o = {NULL, 0, 0, 0};
+    line_directive(&o, 1, "keel/kernel_lang.h");
     puts_(&o, keel__kernel_lang_text);
     line_directive(&o, 1, name);
     size_t at = 0;

@@ -102,7 +102,9 @@ typedef unsigned long long uint64_t;
 #include <stddef.h>
 #endif
 
-static const char __keel_region_marker = 0;
+/* Unused where a source has thread kernels only; NVRTC's warning would
+ * name the user's file, at a line of this header. */
+static const char __keel_region_marker KEEL__UNUSED = 0;
 
 #define keel_kernel extern "C" __global__
 #define keel_block_kernel extern "C" __global__
@@ -370,6 +372,47 @@ KEEL__DEV keel_bf16 keel_float_to_bf16(float f)
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+/* glibc's vector math library (libmvec) has SIMD forms of the float math
+ * functions, but <math.h> tells GCC about them only under -ffast-math, so a
+ * kernel calling tanhf() or expf() stayed a scalar loop. The CPU backend
+ * defines KEEL_CPU_LIBMVEC when it links the kernel with libmvec; these
+ * declarations then let GCC call the vector forms (within a few ulp of
+ * libm's). Only what the running glibc exports: the first five since 2.22,
+ * the rest since 2.35. Clang has no simd attribute and keeps libm's calls. */
+#if defined(KEEL_CPU_LIBMVEC) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__FAST_MATH__) && defined(__GLIBC_PREREQ)
+#if __GLIBC_PREREQ(2, 22)
+#define KEEL__SIMD_DECL __attribute__((simd("notinbranch")))
+KEEL__SIMD_DECL float expf(float);
+KEEL__SIMD_DECL float logf(float);
+KEEL__SIMD_DECL float sinf(float);
+KEEL__SIMD_DECL float cosf(float);
+KEEL__SIMD_DECL float powf(float, float);
+#endif
+#if __GLIBC_PREREQ(2, 35)
+KEEL__SIMD_DECL float tanhf(float);
+KEEL__SIMD_DECL float sinhf(float);
+KEEL__SIMD_DECL float coshf(float);
+KEEL__SIMD_DECL float tanf(float);
+KEEL__SIMD_DECL float asinf(float);
+KEEL__SIMD_DECL float acosf(float);
+KEEL__SIMD_DECL float atanf(float);
+KEEL__SIMD_DECL float atan2f(float, float);
+KEEL__SIMD_DECL float asinhf(float);
+KEEL__SIMD_DECL float acoshf(float);
+KEEL__SIMD_DECL float atanhf(float);
+KEEL__SIMD_DECL float exp2f(float);
+KEEL__SIMD_DECL float expm1f(float);
+KEEL__SIMD_DECL float log2f(float);
+KEEL__SIMD_DECL float log10f(float);
+KEEL__SIMD_DECL float log1pf(float);
+KEEL__SIMD_DECL float cbrtf(float);
+KEEL__SIMD_DECL float erff(float);
+KEEL__SIMD_DECL float erfcf(float);
+KEEL__SIMD_DECL float hypotf(float, float);
+#endif
+#endif
 
 #define KEEL__STATIC_ASSERT(c, msg) _Static_assert(c, msg)
 
