@@ -53,6 +53,24 @@ _Static_assert(sizeof(keel__kernel_desc_t) == sizeof(keel_cpu_kernel_desc_t) &&
 
 static const char *fn_name = "keel_module_compile";
 
+/* glibc's vector math library on x86_64: with it linked, and
+ * KEEL_CPU_LIBMVEC defined for keel/kernel_lang.h, a kernel's calls to
+ * tanhf(), expf() and the like vectorize. Used when the running system has
+ * it (the development link comes with libm's, which every kernel links). */
+static int use_libmvec;
+static pthread_once_t libmvec_once = PTHREAD_ONCE_INIT;
+
+static void find_libmvec(void)
+{
+#if defined(__x86_64__) && defined(__GLIBC__)
+    void *h = dlopen("libmvec.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (h) {
+        use_libmvec = 1;
+        dlclose(h);
+    }
+#endif
+}
+
 /* The host CPU's model and feature flags, read once. */
 static char cpu_id[2048];
 static pthread_once_t cpu_id_once = PTHREAD_ONCE_INIT;
@@ -165,6 +183,8 @@ static void build_key(const cpu_build_t *b, const char *source, const char *name
     keel__hash_str(key, "--flags");
     for (int i = 0; i < b->nflags; i++)
         keel__hash_str(key, b->flags[i]);
+    pthread_once(&libmvec_once, find_libmvec);
+    keel__hash_str(key, use_libmvec ? "--libmvec" : "--no-libmvec");
     keel__hash_str(key, "--options");
     for (int i = 0; i < num_options; i++)
         keel__hash_str(key, options[i]);
@@ -209,11 +229,15 @@ static keel_status_t compile_into(cpu_build_t *b, const char *source, const char
     b->argv[n++] = "-shared";
     for (int i = 0; i < b->nflags; i++)
         b->argv[n++] = b->flags[i];
+    if (use_libmvec)
+        b->argv[n++] = "-DKEEL_CPU_LIBMVEC=1";
     for (int i = 0; i < num_options && n < (int)(sizeof b->argv / sizeof b->argv[0]) - 8; i++)
         b->argv[n++] = (char *)options[i];
     b->argv[n++] = "-o";
     b->argv[n++] = b->out;
     b->argv[n++] = b->src;
+    if (use_libmvec)
+        b->argv[n++] = "-lmvec";
     b->argv[n++] = "-lm";
     b->argv[n] = NULL;
     keel__join_words(b->argv, n, b->cmd, sizeof b->cmd);
