@@ -100,6 +100,7 @@ struct keel_kernel {
      * (the module's table), or from a CPU descriptor (own_sig, owned). */
     const struct keel__ksig *sig;
     struct keel__ksig *own_sig;
+    unsigned block_size[3];       /* keel_block_size(x, y, z) of the source, or zeros */
 };
 
 struct keel_module {

@@ -129,6 +129,8 @@ keel_status_t keel_module_get_kernel(keel_module_t *module, const char *name, ke
     k->ctx = ctx;
     k->module = module;
     k->sig = module->sigs ? keel__ksource_find(module->sigs, name) : NULL;
+    if (k->sig)
+        memcpy(k->block_size, k->sig->block_size, sizeof k->block_size);
     module->kernels[module->nkernels++] = k;
     *kernel = k;
     goto out;
@@ -242,6 +244,13 @@ keel_status_t keel_launch_kernel(keel_kernel_t *kernel, keel_dim3_t grid, keel_d
         return bad_dims("grid", grid);
     if (KEEL__UNLIKELY(!block.x || !block.y || !block.z))
         return bad_dims("block", block);
+    if (KEEL__UNLIKELY(kernel->block_size[0] != 0) &&
+        (block.x != kernel->block_size[0] || block.y != kernel->block_size[1] || block.z != kernel->block_size[2]))
+        return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT,
+                               "keel_launch_kernel: kernel %s is declared keel_block_size(%u, %u, %u); the launch's "
+                               "block is (%u, %u, %u)",
+                               kernel->name, kernel->block_size[0], kernel->block_size[1], kernel->block_size[2],
+                               block.x, block.y, block.z);
     const struct keel_device *d = kernel->device;
     if (KEEL__UNLIKELY(block.x > d->max_block[0] || block.y > d->max_block[1] || block.z > d->max_block[2] ||
                        (uint64_t)block.x * block.y * block.z > d->max_threads_per_block || grid.x > d->max_grid[0] ||

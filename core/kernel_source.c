@@ -239,7 +239,36 @@ static keel_status_t parse_kernel(scan_t *sc, keel__ksig_t *k, const char *name,
     char word[128];
     skip_space(sc);
     unsigned line = sc->line;
-    if (!read_ident(sc, word, sizeof word) || strcmp(word, "void") != 0)
+    size_t wl = read_ident(sc, word, sizeof word);
+    if (wl && strcmp(word, "keel_block_size") == 0) {
+        /* keel_block_size(x, y, z): the one block shape the kernel runs with. */
+        skip_space(sc);
+        for (int d = 0; d < 3; d++) {
+            if (sc->i >= sc->n || sc->s[sc->i] != (d == 0 ? '(' : ','))
+                return fail(err, err_size, name, sc->line, "keel_block_size takes three numbers: (x, y, z)");
+            sc->i++;
+            skip_space(sc);
+            unsigned long v = 0;
+            size_t b = sc->i;
+            while (sc->i < sc->n && isdigit((unsigned char)sc->s[sc->i]) && v <= 65536)
+                v = v * 10 + (unsigned long)(sc->s[sc->i++] - '0');
+            if (sc->i == b || v == 0 || v > 1024)
+                return fail(err, err_size, name, sc->line,
+                            "keel_block_size takes three whole numbers from 1 to 1024: (x, y, z)");
+            k->block_size[d] = (unsigned)v;
+            skip_space(sc);
+        }
+        if (sc->i >= sc->n || sc->s[sc->i] != ')')
+            return fail(err, err_size, name, sc->line, "keel_block_size takes three numbers: (x, y, z)");
+        sc->i++;
+        if ((unsigned long)k->block_size[0] * k->block_size[1] * k->block_size[2] > 1024)
+            return fail(err, err_size, name, sc->line, "keel_block_size(%u, %u, %u) is more than 1024 threads",
+                        k->block_size[0], k->block_size[1], k->block_size[2]);
+        skip_space(sc);
+        line = sc->line;
+        wl = read_ident(sc, word, sizeof word);
+    }
+    if (!wl || strcmp(word, "void") != 0)
         return fail(err, err_size, name, line, "a kernel returns void: write '%s void name(...)'",
                     k->block ? "keel_block_kernel" : "keel_kernel");
     skip_space(sc);
@@ -487,7 +516,16 @@ static void cpu_wrapper(out_t *o, const keel__ksig_t *k, const char *name)
 {
     line_directive(o, k->line, name);
     printf_(o, "static void keel__run_%s(const keel__block_t *keel__ctx, void **keel__args)\n{\n", k->name);
-    puts_(o, "    const keel__block_t keel__blk = *keel__ctx;\n    (void)keel__args;\n");
+    if (k->block_size[0])
+        /* The launch was checked against keel_block_size: with the shape a
+         * constant, the compiler unrolls and vectorizes the regions fully. */
+        printf_(o,
+                "    const keel__block_t keel__blk = {keel__ctx->grid_dim, {%u, %u, %u}, keel__ctx->block_idx,\n"
+                "                                     keel__ctx->shared_mem, keel__ctx->shared_bytes};\n",
+                k->block_size[0], k->block_size[1], k->block_size[2]);
+    else
+        puts_(o, "    const keel__block_t keel__blk = *keel__ctx;\n");
+    puts_(o, "    (void)keel__args;\n");
     for (unsigned i = 0; i < k->nparams; i++)
         printf_(o, "    %s keel__a%u = *(%s *)keel__args[%u];\n", k->params[i].type, i, k->params[i].type, i);
     if (k->block) {
@@ -552,7 +590,8 @@ char *keel__ksource_serialize(const keel__ksource_t *ks)
     out_t o = {NULL, 0, 0, 0};
     for (size_t i = 0; i < ks->count; i++) {
         const keel__ksig_t *k = &ks->kernels[i];
-        printf_(&o, "%s\t%d\t%u\t%u", k->name, k->block, k->line, k->nparams);
+        printf_(&o, "%s\t%d\t%u\t%u,%u,%u\t%u", k->name, k->block, k->line, k->block_size[0], k->block_size[1],
+                k->block_size[2], k->nparams);
         for (unsigned p = 0; p < k->nparams; p++)
             printf_(&o, "\t%zu|%s|%s", k->params[p].size, k->params[p].type, k->params[p].name);
         puts_(&o, "\n");
@@ -593,8 +632,9 @@ keel_status_t keel__ksource_deserialize(const char *text, size_t size, keel__kso
         if (e == size)
             goto bad;   /* every line ends in a newline */
         keel__ksig_t *k = &ks.kernels[ks.count];
-        /* Fields are tab-separated: name, block, line, nparams, then one a parameter. */
-        size_t f[4 + KEEL_MAX_KERNEL_ARGS + 1], nf = 0, b = i;
+        /* Fields are tab-separated: name, block, line, block size "x,y,z",
+         * nparams, then one a parameter. */
+        size_t f[5 + KEEL_MAX_KERNEL_ARGS + 1], nf = 0, b = i;
         for (size_t q = i; q <= e; q++) {
             if (q == e || text[q] == '\t') {
                 if (nf == sizeof f / sizeof f[0] - 1)
@@ -604,25 +644,33 @@ keel_status_t keel__ksource_deserialize(const char *text, size_t size, keel__kso
             }
         }
         f[nf] = e + 1;
-        char num[24];
-        if (nf < 4 || !field(text, f[0], f[1] - 1, k->name, sizeof k->name) || !k->name[0])
+        char num[40];
+        if (nf < 5 || !field(text, f[0], f[1] - 1, k->name, sizeof k->name) || !k->name[0])
             goto bad;
         unsigned long v[3];
+        static const int at[3] = {1, 2, 4};   /* block, line, nparams */
         for (int j = 0; j < 3; j++) {
             char *end;
-            if (!field(text, f[j + 1], f[j + 2] - 1, num, sizeof num) || !isdigit((unsigned char)num[0]))
+            if (!field(text, f[at[j]], f[at[j] + 1] - 1, num, sizeof num) || !isdigit((unsigned char)num[0]))
                 goto bad;
             v[j] = strtoul(num, &end, 10);
             if (*end)
                 goto bad;
         }
-        if (v[0] > 1 || v[2] > KEEL_MAX_KERNEL_ARGS || nf != 4 + v[2])
+        unsigned bs[3];
+        char tail;
+        if (!field(text, f[3], f[4] - 1, num, sizeof num) ||
+            sscanf(num, "%u,%u,%u%c", &bs[0], &bs[1], &bs[2], &tail) != 3 || bs[0] > 1024 || bs[1] > 1024 ||
+            bs[2] > 1024 || (bs[0] == 0) != (bs[1] == 0) || (bs[0] == 0) != (bs[2] == 0))
+            goto bad;
+        if (v[0] > 1 || v[2] > KEEL_MAX_KERNEL_ARGS || nf != 5 + v[2])
             goto bad;
         k->block = (int)v[0];
         k->line = (unsigned)v[1];
+        memcpy(k->block_size, bs, sizeof bs);
         k->nparams = (unsigned)v[2];
         for (unsigned p = 0; p < k->nparams; p++) {
-            size_t pb = f[4 + p], pe = f[5 + p] - 1;
+            size_t pb = f[5 + p], pe = f[6 + p] - 1;
             const char *bar1 = memchr(text + pb, '|', pe - pb);
             const char *bar2 = bar1 ? memchr(bar1 + 1, '|', (size_t)(text + pe - bar1 - 1)) : NULL;
             char *end;

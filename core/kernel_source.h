@@ -30,6 +30,7 @@ typedef struct keel__ksig {
     char name[128];
     int block;                 /* keel_block_kernel rather than keel_kernel */
     unsigned line;             /* of the kernel's name */
+    unsigned block_size[3];    /* keel_block_size(x, y, z), or zeros */
     unsigned nparams;
     keel__kparam_t params[KEEL_MAX_KERNEL_ARGS];
     size_t params_open;        /* offset just past the '(' */
@@ -65,7 +66,7 @@ KEEL_HIDDEN const keel__ksig_t *keel__ksource_find(const keel__ksource_t *ks, co
 KEEL_HIDDEN void keel__ksig_format(const keel__ksig_t *sig, char *buf, size_t size);
 
 /* The signature table that keel-cc stores in a module file: one line a
- * kernel, "name block nparams size:type:name ..." with sizes in decimal. */
+ * kernel, tab-separated "name block line x,y,z nparams size|type|name ...". */
 KEEL_HIDDEN char *keel__ksource_serialize(const keel__ksource_t *ks);
 KEEL_HIDDEN keel_status_t keel__ksource_deserialize(const char *text, size_t size, keel__ksource_t *out);
 

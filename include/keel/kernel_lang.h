@@ -108,6 +108,7 @@ static const char __keel_region_marker KEEL__UNUSED = 0;
 
 #define keel_kernel extern "C" __global__
 #define keel_block_kernel extern "C" __global__
+#define keel_block_size(x, y, z) __launch_bounds__((x) * (y) * (z))
 #define keel_device static __device__ inline
 #define keel_restrict __restrict__
 
@@ -440,6 +441,8 @@ static const char __keel_region_marker __attribute__((unused)) = 0;
 
 #define keel_kernel static inline __attribute__((always_inline))
 #define keel_block_kernel static inline __attribute__((always_inline))
+/* The translator reads the shape and gives the block's wrapper constants. */
+#define keel_block_size(x, y, z)
 #define keel_device static inline
 #define keel_restrict restrict
 
