@@ -101,7 +101,9 @@ static keel_status_t build(struct keel_device *d, const char *source, const char
     free(text);
     if (st != KEEL_OK) {
         keel__sigs_free(sigs);
-        return st;
+        /* The backends' messages name keel_module_compile, their entry point;
+         * the caller called @p fn. */
+        return keel__prefix_error(st, "%s", fn);
     }
     return keel__module_wrap(d, ctx, sigs, module);
 }
