@@ -10,6 +10,8 @@
  * source, its name, the options, the compiler's identity (the resolved file,
  * its size and time, so that a hit runs no compiler) and the host CPU (its
  * model and feature flags: -march=native code is for this CPU only). */
+#include "config.h" /* KEEL_CPU_CC_DEFAULT: configure's CC */
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <stddef.h>

@@ -126,6 +126,9 @@ static const char __keel_region_marker KEEL__UNUSED = 0;
              __keel_ty KEEL__UNUSED = (int)threadIdx.y, __keel_tz KEEL__UNUSED = (int)threadIdx.z;  \
          __keel_region_marker; __keel_region_marker = 0)
 
+/* A region of the first @p count threads of the block (in keel_thread_linear() order). */
+#define keel_threads_first(count) keel_threads if (keel_thread_linear() < (count))
+
 #define keel_barrier()                                                                              \
     do {                                                                                            \
         KEEL__AT_BLOCK_LEVEL("keel_barrier()");                                                     \
@@ -468,6 +471,19 @@ static const char __keel_region_marker __attribute__((unused)) = 0;
             for (int __keel_tx = 0, __keel_gx = (int)(__keel_b->block_idx.x * __keel_b->block_dim.x), \
                      __keel_region_marker = 0;                                                      \
                  __keel_tx < (int)__keel_b->block_dim.x; __keel_tx++, __keel_gx++, (void)__keel_region_marker)
+
+/* The first @p count threads: the same loops with the x loop's bound cut
+ * where the count ends, so the compiler sees a shorter loop, not a test. */
+#define keel_threads_first(count)                                                                   \
+    for (int __keel_tz = 0, __keel_first = (count); __keel_tz < (int)__keel_b->block_dim.z; __keel_tz++) \
+        for (int __keel_ty = 0; __keel_ty < (int)__keel_b->block_dim.y; __keel_ty++)                \
+            for (int __keel_tx = 0, __keel_gx = (int)(__keel_b->block_idx.x * __keel_b->block_dim.x), \
+                     __keel_region_marker = 0,                                                      \
+                     __keel_end = KEEL__MIN((int)__keel_b->block_dim.x,                             \
+                                            __keel_first - (__keel_tz * (int)__keel_b->block_dim.y + __keel_ty) * \
+                                                               (int)__keel_b->block_dim.x);         \
+                 __keel_tx < __keel_end; __keel_tx++, __keel_gx++, (void)__keel_region_marker)
+#define KEEL__MIN(a, b) ((a) < (b) ? (a) : (b))
 
 /* The end of every region is a barrier already. */
 #define keel_barrier()                                                                              \
