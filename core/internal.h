@@ -221,3 +221,8 @@ KEEL_HIDDEN int keel__backend_count(void);
 KEEL_HIDDEN struct keel_backend *keel__backend_at(int index);
 KEEL_HIDDEN struct keel_backend *keel__backend_named(const char *name);
 KEEL_HIDDEN void keel__backend_names(char *buf, size_t cap);
+/* Whether the file at path can be given to dlopen without the risk of a
+ * SIGBUS: an ELF shared object of this machine's class and byte order whose
+ * header, program headers and segments all lie inside the file. 0, or -1
+ * with the reason ("the file is truncated: ...") in why. */
+KEEL_HIDDEN int keel__elf_check(const char *path, char *why, size_t cap);

@@ -107,6 +107,16 @@ run bogus 2 env KEEL_BACKEND=bogus "$info" && {
     expect bogus out '^  cpu +usable'
 }
 run baddev 2 env KEEL_DEVICE=banana "$info" && expect baddev err 'KEEL_DEVICE'
+
+# A plugin cut short (here: the first page of libkeel.so under a plugin's
+# name): dlopen would map its segments past the end of the file and die of
+# SIGBUS. keel-info lists it as not usable and says why.
+mkdir "$tmp/plugins" && head -c 4096 ./.libs/libkeel.so >"$tmp/plugins/keel-trunc.so"
+run trunc 0 env KEEL_BACKEND=cpu KEEL_BACKEND_PATH="$tmp/plugins" "$info" && {
+    expect trunc out '^  trunc +NOT USABLE'
+    expect trunc out '^    why not +: cannot load .*/keel-trunc\.so: the file is truncated: 4096 bytes'
+    expect trunc out 'selected +: cpu:0'
+}
 run sel-cpu 0 env KEEL_BACKEND=cpu "$info" && expect sel-cpu out 'selected +: cpu:0'
 for gpu in cuda hip; do
     # Where the GPU backend is not usable, selecting it alone must fail and say why.
