@@ -651,6 +651,22 @@ KT_DEVICE_TEST(module_loading_errors)
         close(fd);
         KT_FAIL(KEEL_ERROR_COMPILE_FAILED, keel_module_load_file(dev, path, &m));
         unlink(path);
+        /* The first page of a real module: dlopen would map its segments past
+         * the end of the file (SIGBUS); the file is refused as truncated. */
+        char cut[] = "/tmp/keel-test-cut-XXXXXX";
+        fd = mkstemp(cut);
+        ck_assert_int_ge(fd, 0);
+        FILE *f = fopen(MODULE_PATH, "rb");
+        ck_assert_ptr_nonnull(f);
+        char page[4096];
+        ck_assert_uint_eq(fread(page, 1, sizeof page, f), sizeof page);
+        fclose(f);
+        ck_assert_int_eq(write(fd, page, sizeof page), (ssize_t)sizeof page);
+        close(fd);
+        KT_FAIL(KEEL_ERROR_COMPILE_FAILED, keel_module_load_file(dev, cut, &m));
+        KT_DETAIL_HAS("truncated");
+        KT_DETAIL_HAS(cut);
+        unlink(cut);
         /* A shared object that is no Keel module loads; its kernels are just not found. */
         KT_OK(keel_module_load_file(dev, KT_BUILDDIR "/tests/plugins/.libs/keel-fakeok.so", &m));
         keel_kernel_t *k = KT_SENTINEL;

@@ -29,6 +29,13 @@ static keel_status_t cpu_module_load_file(void *device_ctx, const char *path, vo
         return CPU_ERR(KEEL_ERROR_NOT_FOUND, "keel_module_load_file: %s: %s", path, strerror(errno));
     if (strlen(path) >= sizeof(((cpu_module_t *)0)->path))
         return CPU_ERR(KEEL_ERROR_INVALID_ARGUMENT, "keel_module_load_file: the path is too long");
+    /* A file cut short would be mapped past its end, and dlopen's first
+     * touch of those pages is a SIGBUS: check it as the plugin loader does. */
+    char bad[512];
+    if (keel__elf_check(path, bad, sizeof bad) != 0)
+        return CPU_ERR(KEEL_ERROR_COMPILE_FAILED,
+                       "keel_module_load_file: %s is not a loadable CPU module (a shared object of C kernels): %s",
+                       path, bad);
     cpu_module_t *m = calloc(1, sizeof *m);
     if (!m)
         return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "keel_module_load_file: out of memory");
