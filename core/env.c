@@ -23,6 +23,13 @@ static const struct {
     {"KEEL_CUDA_STAGING_CHUNK_KB", "CUDA plugin: pageable-copy staging chunk in KiB, 256..262144 (default 4096)"},
 };
 
+keel_status_t keel_env_var_count(int *count)
+{
+    KEEL__CHECK_OUT(count, "keel_env_var_count", "count");
+    *count = (int)(sizeof(env_vars) / sizeof(env_vars[0]));
+    return KEEL_OK;
+}
+
 keel_status_t keel_env_var_get(int index, const char **name, const char **description)
 {
     if (index < 0 || (size_t)index >= sizeof(env_vars) / sizeof(env_vars[0]))

@@ -139,6 +139,11 @@ KEEL_HIDDEN void keel__handle_release(void *handle);
 /* Runs keel_init once; returns its status (environment/selection errors),
  * re-setting the thread's error detail when it is a failure. */
 KEEL_HIDDEN keel_status_t keel__ensure_init(void);
+/* Runs keel_init once; KEEL_ERROR_INVALID_ENVIRONMENT (detail set) when a
+ * KEEL_* variable of the core or of the CPU backend cannot be parsed, else
+ * KEEL_OK even where the default selection failed. Every way to a device
+ * checks it. */
+KEEL_HIDDEN keel_status_t keel__ensure_env(void);
 /* Checks a device handle and opens the device on first use (creating its
  * default stream); on failure sets the error, prefixed with fn. */
 KEEL_HIDDEN keel_status_t keel__device_ready(struct keel_device *dev, const char *fn);

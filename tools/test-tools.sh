@@ -83,6 +83,16 @@ run info 0 "$info" && {
             fail "$n_bad unusable backends but $n_why 'why not' lines"; fi
     fi
 }
+# At debug every error detail is logged as it is set: keel-info must make
+# no errors of its own (such as running past the end of a table).
+run debug 0 env KEEL_LOG=debug "$info" && {
+    expect debug err 'keel\[info\]: backend cpu: usable'
+    if grep -E 'KEEL_ERROR_OUT_OF_RANGE|keel_env_var_get' "$tmp/debug.err"; then
+        fail "KEEL_LOG=debug keel-info logs an error of keel-info's own making"
+    else
+        pass "KEEL_LOG=debug keel-info logs no error of its own"
+    fi
+}
 run help 0 "$info" --help && expect help out '^Usage: keel-info'
 run version 0 "$info" --version && expect version out '^keel-info \(Keel\) [0-9]'
 run badopt 1 "$info" --frobnicate && expect badopt err 'unknown option'

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include "cuda_internal.h"
 #include "cuda_shared.h"
@@ -131,7 +132,7 @@ static keel_status_t mod_get_kernel(void *module_ctx, const char *name, void **k
     kc->fn = (CUfunction)k;
     kc->dev = m->dev;
     const char *mode = getenv("KEEL_CUDA_LAUNCH");
-    if (mode != NULL && strcmp(mode, "function") == 0) {
+    if (mode != NULL && strcasecmp(mode, "function") == 0) {
         int pushed = keel__cuda_push_primary(m->dev);
         CUfunction f = NULL;
         res = keel__cu.KernelGetFunction(&f, k);
