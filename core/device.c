@@ -75,7 +75,16 @@ keel_status_t keel_backend_get_device(keel_backend_t *backend, int index, keel_d
 {
     KEEL__CHECK_HANDLE(backend, KEEL__MAGIC_BACKEND, "keel_backend_get_device", "backend");
     KEEL__CHECK_OUT(device, "keel_backend_get_device", "device");
+    /* The way to every device: an environment keel_init refused is refused
+     * here too, so that a program picking its device explicitly does not
+     * run on with a setting it asked for ignored. */
+    keel_status_t st = keel__ensure_env();
+    if (st != KEEL_OK)
+        return keel__prefix_error(st, "keel_backend_get_device");
     struct keel_backend *b = keel__backend_loaded(backend);
+    if (b->status == KEEL_ERROR_INVALID_ENVIRONMENT)
+        return keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT, "keel_backend_get_device: backend %s: %s", b->name,
+                               b->reason);
     if (b->status != KEEL_OK)
         return keel__set_error(KEEL_ERROR_BACKEND_UNAVAILABLE, "keel_backend_get_device: backend %s is not usable: %s",
                                b->name, b->reason);

@@ -24,7 +24,15 @@ static const struct {
     {"KEEL_CUDA_HOST_FUNCS", "CUDA plugin: keel (default) runs host functions on a thread per stream, cuda on CUDA's"},
     {"KEEL_CUDA_COPY_THREADS", "CUDA plugin: host threads staging pageable copies, 1..16 (default half the cores, at most 8)"},
     {"KEEL_CUDA_STAGING_CHUNK_KB", "CUDA plugin: pageable-copy staging chunk in KiB, 256..262144 (default 4096)"},
+    {"KEEL_CUDA_LT_ALGO", "CUDA plugin: cuBLASLt algorithm, tune (default) times the candidates, 0..7 picks one"},
 };
+
+keel_status_t keel_env_var_count(int *count)
+{
+    KEEL__CHECK_OUT(count, "keel_env_var_count", "count");
+    *count = (int)(sizeof(env_vars) / sizeof(env_vars[0]));
+    return KEEL_OK;
+}
 
 keel_status_t keel_env_var_get(int index, const char **name, const char **description)
 {

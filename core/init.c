@@ -9,6 +9,12 @@
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static keel_status_t init_status;
 static char init_detail[2048];
+/* The environment's own verdict, apart from the selection's: a value that
+ * cannot be parsed fails every path to a device, an explicit
+ * keel_device_get as much as the default device; a selection that finds
+ * no usable backend fails only the default device. */
+static keel_status_t env_status;
+static char env_detail[2048];
 static struct keel_device *default_device;
 
 #define MAX_PREFS 32
@@ -20,6 +26,16 @@ static void init_fail(keel_status_t st)
         init_status = st;
         snprintf(init_detail, sizeof(init_detail), "%s", keel_last_error());
     }
+}
+
+/* Records the first invalid value in the environment (the error is set). */
+static void env_fail(void)
+{
+    if (env_status == KEEL_OK) {
+        env_status = KEEL_ERROR_INVALID_ENVIRONMENT;
+        snprintf(env_detail, sizeof(env_detail), "%s", keel_last_error());
+    }
+    init_fail(KEEL_ERROR_INVALID_ENVIRONMENT);
 }
 
 static const char *const default_order[] = {"cuda", "hip", "cpu"};
@@ -86,19 +102,8 @@ static int parse_backend_list(const char *value, char names[][32], int *count)
     return 0;
 }
 
-static void select_default(const char *backend_env, long device_index)
+static void select_default(const char *backend_env, char names[][32], int n, long device_index)
 {
-    char names[MAX_PREFS][32];
-    int n = 0;
-    if (backend_env && backend_env[0]) {
-        if (parse_backend_list(backend_env, names, &n) != 0) {
-            init_fail(KEEL_ERROR_INVALID_ENVIRONMENT);
-            return;
-        }
-    } else {
-        for (size_t i = 0; i < sizeof(default_order) / sizeof(default_order[0]); i++)
-            snprintf(names[n++], 32, "%s", default_order[i]);
-    }
     char why[2048] = "";
     for (int i = 0; i < n; i++) {
         struct keel_backend *b = keel__backend_named(names[i]);
@@ -112,7 +117,8 @@ static void select_default(const char *backend_env, long device_index)
         }
         keel__backend_loaded(b);
         if (b->status == KEEL_ERROR_INVALID_ENVIRONMENT) {
-            /* A typo in a backend's own variable must not quietly select the next backend. */
+            /* A typo in a backend's own variable must not quietly select the
+             * next backend. (That backend refuses its devices itself.) */
             keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT, "backend %s: %s", b->name, b->reason);
             init_fail(KEEL_ERROR_INVALID_ENVIRONMENT);
             return;
@@ -143,6 +149,8 @@ static void init_once_fn(void)
     keel_status_t saved_status = keel_last_status();
     snprintf(saved, sizeof(saved), "%s", keel_last_error());
 
+    /* Every variable of the core is checked here, before anything is
+     * selected, whichever way the program goes on to pick its devices. */
     const char *log_env = getenv("KEEL_LOG");
     if (log_env && log_env[0]) {
         int level;
@@ -151,11 +159,15 @@ static void init_once_fn(void)
         } else {
             keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
                             "KEEL_LOG=\"%s\" is not a log level; expected none, error, warn, info or debug", log_env);
-            init_fail(KEEL_ERROR_INVALID_ENVIRONMENT);
+            env_fail();
         }
     }
-    if (keel__loader_setup(getenv("KEEL_BACKEND_PATH")) != KEEL_OK)
-        init_fail(keel_last_status());
+    if (keel__loader_setup(getenv("KEEL_BACKEND_PATH")) != KEEL_OK) {
+        if (keel_last_status() == KEEL_ERROR_INVALID_ENVIRONMENT)
+            env_fail();
+        else
+            init_fail(keel_last_status());
+    }
 
     long device_index = 0;
     const char *dev_env = getenv("KEEL_DEVICE");
@@ -164,10 +176,20 @@ static void init_once_fn(void)
         if (keel__parse_uint(dev_env, 1u << 20, &v) != 0) {
             keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
                             "KEEL_DEVICE=\"%s\" is not a device index; expected a number 0, 1, 2, ...", dev_env);
-            init_fail(KEEL_ERROR_INVALID_ENVIRONMENT);
+            env_fail();
         } else {
             device_index = (long)v;
         }
+    }
+    const char *backend_env = getenv("KEEL_BACKEND");
+    char names[MAX_PREFS][32];
+    int n = 0;
+    if (backend_env && backend_env[0]) {
+        if (parse_backend_list(backend_env, names, &n) != 0)
+            env_fail();
+    } else {
+        for (size_t i = 0; i < sizeof(default_order) / sizeof(default_order[0]); i++)
+            snprintf(names[n++], 32, "%s", default_order[i]);
     }
     /* The CPU backend is built in and cheap to probe: probing it always makes
      * garbage in its variables an error even when another backend is chosen. */
@@ -175,10 +197,10 @@ static void init_once_fn(void)
     keel__backend_loaded(cpu);
     if (cpu->status == KEEL_ERROR_INVALID_ENVIRONMENT) {
         keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT, "%s", cpu->reason);
-        init_fail(KEEL_ERROR_INVALID_ENVIRONMENT);
+        env_fail();
     }
     if (init_status == KEEL_OK)
-        select_default(getenv("KEEL_BACKEND"), device_index);
+        select_default(backend_env, names, n, device_index);
     if (init_status != KEEL_OK)
         keel__log(KEEL_LOG_ERROR, "%s", init_detail);
     keel__restore_error(saved_status, saved);
@@ -189,6 +211,14 @@ keel_status_t keel__ensure_init(void)
     pthread_once(&init_once, init_once_fn);
     if (KEEL__UNLIKELY(init_status != KEEL_OK))
         return keel__set_error(init_status, "%s", init_detail);
+    return KEEL_OK;
+}
+
+keel_status_t keel__ensure_env(void)
+{
+    pthread_once(&init_once, init_once_fn);
+    if (KEEL__UNLIKELY(env_status != KEEL_OK))
+        return keel__set_error(env_status, "%s", env_detail);
     return KEEL_OK;
 }
 

@@ -173,6 +173,11 @@ KEEL_HIDDEN void keel__handle_release(void *handle);
 /* Runs keel_init once; returns its status (environment/selection errors),
  * re-setting the thread's error detail when it is a failure. */
 KEEL_HIDDEN keel_status_t keel__ensure_init(void);
+/* Runs keel_init once; KEEL_ERROR_INVALID_ENVIRONMENT (detail set) when a
+ * KEEL_* variable of the core or of the CPU backend cannot be parsed, else
+ * KEEL_OK even where the default selection failed. Every way to a device
+ * checks it. */
+KEEL_HIDDEN keel_status_t keel__ensure_env(void);
 /* Checks a device handle and opens the device on first use (creating its
  * default stream); on failure sets the error, prefixed with fn. */
 KEEL_HIDDEN keel_status_t keel__device_ready(struct keel_device *dev, const char *fn);
@@ -255,3 +260,8 @@ KEEL_HIDDEN int keel__backend_count(void);
 KEEL_HIDDEN struct keel_backend *keel__backend_at(int index);
 KEEL_HIDDEN struct keel_backend *keel__backend_named(const char *name);
 KEEL_HIDDEN void keel__backend_names(char *buf, size_t cap);
+/* Whether the file at path can be given to dlopen without the risk of a
+ * SIGBUS: an ELF shared object of this machine's class and byte order whose
+ * header, program headers and segments all lie inside the file. 0, or -1
+ * with the reason ("the file is truncated: ...") in why. */
+KEEL_HIDDEN int keel__elf_check(const char *path, char *why, size_t cap);

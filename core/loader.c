@@ -4,6 +4,9 @@
  * of its failure for keel-info and keel_backend_get_info. */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +117,117 @@ keel_status_t keel__loader_setup(const char *path_env)
     return st;
 }
 
+#if __SIZEOF_POINTER__ == 8
+typedef Elf64_Ehdr elf_ehdr_t;
+typedef Elf64_Phdr elf_phdr_t;
+#define ELF_NATIVE_CLASS ELFCLASS64
+#else
+typedef Elf32_Ehdr elf_ehdr_t;
+typedef Elf32_Phdr elf_phdr_t;
+#define ELF_NATIVE_CLASS ELFCLASS32
+#endif
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define ELF_NATIVE_DATA ELFDATA2LSB
+#else
+#define ELF_NATIVE_DATA ELFDATA2MSB
+#endif
+
+static const char *segment_name(uint32_t type)
+{
+    switch (type) {
+    case PT_LOAD: return "PT_LOAD";
+    case PT_DYNAMIC: return "PT_DYNAMIC";
+    case PT_INTERP: return "PT_INTERP";
+    case PT_NOTE: return "PT_NOTE";
+    case PT_TLS: return "PT_TLS";
+    case PT_GNU_EH_FRAME: return "PT_GNU_EH_FRAME";
+    case PT_GNU_RELRO: return "PT_GNU_RELRO";
+    case PT_GNU_PROPERTY: return "PT_GNU_PROPERTY";
+    default: return "segment";
+    }
+}
+
+/* dlopen maps a shared object's segments straight from the file. Where the
+ * file is shorter than its program headers say (a copy cut short, a full
+ * disk), the pages past its end have nothing behind them, and the dynamic
+ * loader's first touch of them kills the process with SIGBUS. So the
+ * header, the program headers and every segment's bytes are checked
+ * against the file's size first; what dlopen itself reports well (another
+ * machine, missing libraries, a bad symbol) is left to it. */
+int keel__elf_check(const char *path, char *why, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, cap, "cannot open it: %s", strerror(errno));
+        return -1;
+    }
+    int rc = -1;
+    struct stat sb;
+    elf_ehdr_t eh;
+    if (fstat(fd, &sb) != 0) {
+        snprintf(why, cap, "cannot stat it: %s", strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(why, cap, "it is not a regular file");
+        goto out;
+    }
+    unsigned long long size = (unsigned long long)sb.st_size;
+    if (size == 0) {
+        snprintf(why, cap, "the file is empty (0 bytes), not a shared object");
+        goto out;
+    }
+    ssize_t got = pread(fd, &eh, sizeof eh, 0);
+    if (got < SELFMAG || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+        snprintf(why, cap, "not an ELF file (it does not start with the ELF magic number), so not a shared object");
+        goto out;
+    }
+    if ((size_t)got < sizeof eh) {
+        snprintf(why, cap, "the file is truncated: %llu bytes, less than an ELF header", size);
+        goto out;
+    }
+    if (eh.e_ident[EI_CLASS] != ELF_NATIVE_CLASS || eh.e_ident[EI_DATA] != ELF_NATIVE_DATA) {
+        snprintf(why, cap, "an ELF file of another class or byte order (%s, %s) than this %d-bit %s-endian libkeel",
+                 eh.e_ident[EI_CLASS] == ELFCLASS64 ? "64-bit" : eh.e_ident[EI_CLASS] == ELFCLASS32 ? "32-bit" : "no class",
+                 eh.e_ident[EI_DATA] == ELFDATA2LSB ? "little-endian" : eh.e_ident[EI_DATA] == ELFDATA2MSB ? "big-endian" : "no byte order",
+                 (int)(8 * sizeof(void *)), ELF_NATIVE_DATA == ELFDATA2LSB ? "little" : "big");
+        goto out;
+    }
+    if (eh.e_type != ET_DYN) {
+        snprintf(why, cap, "an ELF file of type %u, not a shared object (ET_DYN)", (unsigned)eh.e_type);
+        goto out;
+    }
+    if (eh.e_phnum == 0 || eh.e_phnum == PN_XNUM || eh.e_phentsize != sizeof(elf_phdr_t)) {
+        snprintf(why, cap, "its ELF header is damaged (%u program headers of %u bytes)", (unsigned)eh.e_phnum,
+                 (unsigned)eh.e_phentsize);
+        goto out;
+    }
+    unsigned long long ph_end = (unsigned long long)eh.e_phoff + (unsigned long long)eh.e_phnum * sizeof(elf_phdr_t);
+    if (eh.e_phoff > size || ph_end > size) {
+        snprintf(why, cap, "the file is truncated: %llu bytes, but its program headers end at byte %llu", size, ph_end);
+        goto out;
+    }
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        elf_phdr_t ph;
+        if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (unsigned long long)i * sizeof ph)) != (ssize_t)sizeof ph) {
+            snprintf(why, cap, "cannot read its program header %u: %s", i, strerror(errno));
+            goto out;
+        }
+        unsigned long long off = ph.p_offset, len = ph.p_filesz;
+        if (len == 0)
+            continue;
+        if (off > size || len > size - off) {
+            snprintf(why, cap, "the file is truncated: %llu bytes, but its segment %u (%s) needs bytes %llu to %llu",
+                     size, i, segment_name(ph.p_type), off, off + len);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    close(fd);
+    return rc;
+}
+
 static void fail(struct keel_backend *b, keel_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void fail(struct keel_backend *b, keel_status_t status, const char *fmt, ...)
@@ -146,6 +260,11 @@ static const keel_backend_plugin_t *open_plugin(struct keel_backend *b)
             continue;
         }
         snprintf(b->plugin_path, sizeof(b->plugin_path), "%s", path);
+        char bad[512];
+        if (keel__elf_check(path, bad, sizeof bad) != 0) {
+            fail(b, KEEL_ERROR_BACKEND_UNAVAILABLE, "cannot load %s: %s", path, bad);
+            return NULL;
+        }
         dlerror();
         b->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!b->dl) {

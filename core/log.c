@@ -1,6 +1,7 @@
 /* Logging: off unless KEEL_LOG or keel_log_set_level asks; to stderr or a callback. */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include "core/internal.h"
 
 static atomic_int log_level = KEEL_LOG_NONE;
@@ -66,15 +67,17 @@ void keel__log(int level, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Words in the environment match without regard to case, as backend names
+ * in KEEL_BACKEND do: KEEL_LOG=INFO is info. */
 int keel__log_parse(const char *value, int *level)
 {
     for (int i = 0; i <= KEEL_LOG_DEBUG; i++) {
-        if (strcmp(value, level_names[i]) == 0) {
+        if (strcasecmp(value, level_names[i]) == 0) {
             *level = i;
             return 0;
         }
     }
-    if (strcmp(value, "warning") == 0) {
+    if (strcasecmp(value, "warning") == 0) {
         *level = KEEL_LOG_WARN;
         return 0;
     }

@@ -21,6 +21,13 @@
         uint64_t keel_h_ = (uint64_t)*(const uintptr_t *)(keyptr) * UINT64_C(0x9E3779B97F4A7C15); \
         (hashv) = (unsigned)(keel_h_ >> 32) ^ (unsigned)keel_h_;                                   \
     } while (0)
+/* uthash's default answer to a failed allocation (a new table, or more
+ * buckets as it grows) is exit(-1). In its non-fatal mode the table is left
+ * as it was, without the element, and uthash_nonfatal_oom is called: it sets
+ * hash_oom, which every HASH_ADD of this file declares, so the add becomes a
+ * KEEL_ERROR_OUT_OF_MEMORY of the call. */
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(elt) (hash_oom = 1)
 #include <uthash.h>
 #include "core/internal.h"
 
@@ -127,16 +134,25 @@ keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kin
         spare = n->next;
     } else if (!(n = malloc(sizeof(*n)))) {
         pthread_mutex_unlock(&lock);
-        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "allocation registry: out of host memory");
+        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY,
+                               "allocation registry: out of host memory to record %zu bytes at %p", size, base);
     }
     n->a = (keel__alloc_t){key, size, kind, dev, stream_ordered};
+    int hash_oom = 0;
+    HASH_ADD(hh, table, a.base, sizeof(key), n);
+    if (hash_oom) {
+        n->next = spare;
+        spare = n;
+        pthread_mutex_unlock(&lock);
+        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY,
+                               "allocation registry: out of host memory to record %zu bytes at %p", size, base);
+    }
     n->in_tree = 0;
     n->prev = NULL;
     n->next = pending;
     if (pending)
         pending->prev = n;
     pending = n;
-    HASH_ADD(hh, table, a.base, sizeof(key), n);
     bump_generation();
     pthread_mutex_unlock(&lock);
     return KEEL_OK;

@@ -431,13 +431,18 @@ START_TEST(malformed_cuda_variables_are_invalid_environment)
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
         char name[64];
         var_name(values[i], name, sizeof name);
-        p = run(ENV("KEEL_BACKEND=cuda", values[i]), CMDS("init"));
+        p = run(ENV("KEEL_BACKEND=cuda", values[i]), CMDS("init", "get:cuda:0"));
         EXPECT_STATUS(p, "init", "KEEL_ERROR_INVALID_ENVIRONMENT");
         EXPECT_DETAIL_HAS(p, "init", name);
+        /* Asked for explicitly, the backend says the same. */
+        EXPECT_STATUS(p, "get:cuda:0", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_DETAIL_HAS(p, "get:cuda:0", name);
         done(&p);
     }
-    /* the accepted forms get past the check (to "no device" on a machine without a GPU) */
-    const char *fine[] = {"KEEL_CUDA_LT_ALGO=tune", "KEEL_CUDA_LT_ALGO=0", "KEEL_CUDA_LT_ALGO=7"};
+    /* the accepted forms, in any case, get past the check (to "no device"
+     * on a machine without a GPU) */
+    const char *fine[] = {"KEEL_CUDA_LT_ALGO=tune", "KEEL_CUDA_LT_ALGO=0",      "KEEL_CUDA_LT_ALGO=7",
+                          "KEEL_CUDA_LT_ALGO=TUNE", "KEEL_CUDA_LAUNCH=Function", "KEEL_CUDA_HOST_FUNCS=CUDA"};
     for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
         p = run(ENV("KEEL_BACKEND=cuda", fine[i]), CMDS("init"));
         char *st = status_of(&p, "init");
@@ -522,6 +527,78 @@ START_TEST(backend_path_with_a_missing_directory_is_invalid_environment)
 }
 END_TEST
 
+/* A program that picks its device itself (keel_device_get) is held to the
+ * environment as one that takes the default device: an invalid value fails
+ * every way to a device, before and after keel_init, and still lets the
+ * backends be listed. A selection that finds nothing usable is not an
+ * environment error: the explicit way to the CPU stays open. */
+START_TEST(explicit_device_selection_checks_the_environment_too)
+{
+    const char *values[] = {"KEEL_DEVICE=abc",          "KEEL_BACKEND=cuda, cpu",
+                            "KEEL_BACKEND=cpu,,",       "KEEL_BACKEND_PATH=/nonexistent/keel-plugins",
+                            "KEEL_LOG=loud",            "KEEL_CPU_THREADS=0",
+                            "KEEL_CPU_MEMORY_LIMIT=1MB"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        char name[64];
+        var_name(values[i], name, sizeof name);
+        probe_t p = run(ENV(values[i]), CMDS("get:cpu:0", "alloc:cpu:0:64", "init", "get:cpu:0", "roundtrip:cpu",
+                                             "count", "backends"));
+        EXPECT_STATUS(p, "get:cpu:0", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_DETAIL_HAS(p, "get:cpu:0", name);
+        EXPECT_STATUS(p, "alloc:cpu:0:64", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_STATUS(p, "init", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_DETAIL_HAS(p, "init", name);
+        EXPECT_STATUS(p, "roundtrip:cpu", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_STATUS(p, "count", "OK");
+        EXPECT_STATUS(p, "backends", "OK");
+        /* get:cpu:0 ran before keel_init and after it: both lines refuse. */
+        int refused = 0;
+        static const char want[] = "get:cpu:0 KEEL_ERROR_INVALID_ENVIRONMENT ";
+        for (const char *l = p.r.out; l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+            refused += strncmp(l, want, sizeof want - 1) == 0;
+        ck_assert_msg(refused == 2, "[%s] get:cpu:0 refused %d of 2 times:\n%s", p.what, refused, p.r.out);
+        done(&p);
+    }
+    /* Selection failures leave explicit selection alone. */
+    const char *fine[] = {"KEEL_BACKEND=bogus", "KEEL_DEVICE=7"};
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+        probe_t p = run(ENV(fine[i]), CMDS("get:cpu:0", "roundtrip:cpu", "init"));
+        EXPECT_STATUS(p, "get:cpu:0", "OK");
+        EXPECT_STATUS(p, "roundtrip:cpu", "OK");
+        char *st = status_of(&p, "init");
+        ck_assert_msg(strcmp(st, "OK") != 0 && strcmp(st, "KEEL_ERROR_INVALID_ENVIRONMENT") != 0,
+                      "[%s] init -> %s, expected a selection error", p.what, st);
+        free(st);
+        done(&p);
+    }
+}
+END_TEST
+
+/* Words in the environment match without regard to case in every variable
+ * (docs/environment.md): KEEL_LOG as much as KEEL_BACKEND. */
+START_TEST(words_in_any_case_are_accepted)
+{
+    const struct { const char *env; const char *level; } cases[] = {
+        {"KEEL_LOG=INFO", "3"}, {"KEEL_LOG=Debug", "4"}, {"KEEL_LOG=WARNING", "2"}, {"KEEL_LOG=NONE", "0"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        probe_t p = run(ENV(cases[i].env, "KEEL_BACKEND=CPU"), CMDS("init", "loglevel", "default"));
+        EXPECT_STATUS(p, "init", "OK");
+        EXPECT_DETAIL_HAS(p, "default", "cpu:0");
+        char *lv = detail_of(&p, "loglevel");
+        ck_assert_msg(strcmp(lv, cases[i].level) == 0, "%s gives level %s, expected %s", cases[i].env, lv,
+                      cases[i].level);
+        free(lv);
+        done(&p);
+    }
+    /* A program that only picks its device explicitly logs as asked. */
+    probe_t p = run(ENV("KEEL_LOG=INFO"), CMDS("get:cpu:0", "roundtrip:cpu"));
+    EXPECT_STATUS(p, "get:cpu:0", "OK");
+    ck_assert_msg(strstr(p.r.err, "keel[info]: ") != NULL && strstr(p.r.err, "cpu") != NULL,
+                  "KEEL_LOG=INFO and keel_device_get(\"cpu\", 0) logged nothing:\n%s", p.r.err);
+    done(&p);
+}
+END_TEST
+
 /* The first initialization, from many threads at once, gives every thread
  * the same answer (and, under TSan, no race). */
 START_TEST(first_init_from_many_threads_agrees)
@@ -554,6 +631,8 @@ static Suite *suite(void)
     tcase_add_test(tc, malformed_backend_lists_are_invalid_environment);
     tcase_add_test(tc, backend_path_with_a_missing_directory_is_invalid_environment);
     tcase_add_test(tc, first_init_from_many_threads_agrees);
+    tcase_add_test(tc, explicit_device_selection_checks_the_environment_too);
+    tcase_add_test(tc, words_in_any_case_are_accepted);
     suite_add_tcase(s, tc);
     TCase *td = kt_tcase_create("device", 120);
     tcase_add_test(td, device_index_selects_the_default_device);

@@ -6,6 +6,7 @@
  * offers: on the CPU backend the module tests/kernels/keel-test-kernels.so and
  * the same descriptors registered by pointer; on a GPU backend the GPU twins
  * below, compiled at run time. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -595,6 +596,74 @@ KT_DEVICE_TEST(launch_rejects_blocks_past_the_device_limits)
     kt_kernel_put(k);
 }
 
+/* Occupancy of a launch the device would refuse is 0 blocks, as CUDA
+ * answers: a block past the kernel's threads-per-block limit, or dynamic
+ * shared memory past the kernel's limit or the device's per-block size. */
+KT_DEVICE_TEST(occupancy_of_a_refused_launch_is_zero)
+{
+    keel_device_properties_t p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    KT_OK(keel_device_get_properties(dev, &p));
+    keel_kernel_t *k = NULL;
+    KT_OK(kt_saxpy_kernel(dev, &k));
+    int blocks = -1;
+    keel_status_t st = keel_kernel_max_active_blocks(k, 64, 0, &blocks);
+    if (st == KEEL_ERROR_NOT_SUPPORTED) {
+        kt_kernel_put(k);
+        return;
+    }
+    ck_assert_msg(st == KEEL_OK && blocks >= 1, "%s64 threads: %s, %d blocks", kt_where(), keel_status_name(st), blocks);
+    keel_stream_t *s = NULL;
+    KT_OK(keel_device_default_stream(dev, &s));
+    int n = 0; /* the kernel would write nothing if it ran */
+    float a = 2.0f, *y = NULL;
+    void *args[] = {&n, &a, &y, &y};
+    const keel_dim3_t one = {1, 1, 1};
+    int max_threads = 0, max_shared = 0;
+    KT_OK(keel_kernel_get_attribute(k, KEEL_KERNEL_ATTR_MAX_THREADS_PER_BLOCK, &max_threads));
+    KT_OK(keel_kernel_get_attribute(k, KEEL_KERNEL_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, &max_shared));
+    const struct {
+        int threads;
+        size_t shared;
+    } refused[] = {{max_threads + 1, 0},
+                   {INT_MAX, 0},
+                   {64, (size_t)max_shared + 1},
+                   {64, p.shared_memory_per_block + 1},
+                   {64, (size_t)UINT_MAX + 1},
+                   {64, SIZE_MAX}};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        blocks = -1;
+        KT_OK(keel_kernel_max_active_blocks(k, refused[i].threads, refused[i].shared, &blocks));
+        ck_assert_msg(blocks == 0, "%s%d threads, %zu bytes of shared memory: %d blocks, expected 0", kt_where(),
+                      refused[i].threads, refused[i].shared, blocks);
+        keel_clear_error();
+        st = keel_launch_kernel(k, one, dim3((unsigned)refused[i].threads, 1, 1), refused[i].shared, s, args);
+        ck_assert_msg(st != KEEL_OK, "%sa launch of %d threads with %zu bytes of shared memory succeeded", kt_where(),
+                      refused[i].threads, refused[i].shared);
+    }
+    /* Within the limits: at least one block, and the launch works. */
+    KT_OK(keel_kernel_max_active_blocks(k, max_threads, (size_t)max_shared, &blocks));
+    ck_assert_msg(blocks >= 1, "%s%d threads, %d bytes: %d blocks", kt_where(), max_threads, max_shared, blocks);
+    KT_OK(keel_launch_kernel(k, one, dim3((unsigned)max_threads, 1, 1), (size_t)max_shared, s, args));
+    /* A kernel whose limit was lowered (where the backend lowers it): past
+     * it is refused, so 0 blocks. */
+    int lowered = 0;
+    if (keel_kernel_set_max_dynamic_shared(k, 1000) == KEEL_OK)
+        KT_OK(keel_kernel_get_attribute(k, KEEL_KERNEL_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, &lowered));
+    if (lowered == 1000) {
+        KT_OK(keel_kernel_max_active_blocks(k, 64, 1000, &blocks));
+        ck_assert_msg(blocks >= 1, "%s1000 bytes under a 1000-byte limit: %d blocks", kt_where(), blocks);
+        KT_OK(keel_kernel_max_active_blocks(k, 64, 1001, &blocks));
+        ck_assert_msg(blocks == 0, "%s1001 bytes under a 1000-byte limit: %d blocks, expected 0", kt_where(), blocks);
+        keel_clear_error();
+        ck_assert_msg(keel_launch_kernel(k, one, dim3(64, 1, 1), 1001, s, args) != KEEL_OK,
+                      "%sa launch with 1001 bytes under a 1000-byte limit succeeded", kt_where());
+    }
+    KT_OK(keel_stream_synchronize(s));
+    kt_kernel_put(k);
+}
+
 /* A block may use up to shared_memory_per_block bytes (device.h): raising a
  * kernel's limit to it works, past it is refused, and a launch follows the limit. */
 KT_DEVICE_TEST(dynamic_shared_limit_follows_the_device_property)
@@ -651,6 +720,22 @@ KT_DEVICE_TEST(module_loading_errors)
         close(fd);
         KT_FAIL(KEEL_ERROR_COMPILE_FAILED, keel_module_load_file(dev, path, &m));
         unlink(path);
+        /* The first page of a real module: dlopen would map its segments past
+         * the end of the file (SIGBUS); the file is refused as truncated. */
+        char cut[] = "/tmp/keel-test-cut-XXXXXX";
+        fd = mkstemp(cut);
+        ck_assert_int_ge(fd, 0);
+        FILE *f = fopen(MODULE_PATH, "rb");
+        ck_assert_ptr_nonnull(f);
+        char page[4096];
+        ck_assert_uint_eq(fread(page, 1, sizeof page, f), sizeof page);
+        fclose(f);
+        ck_assert_int_eq(write(fd, page, sizeof page), (ssize_t)sizeof page);
+        close(fd);
+        KT_FAIL(KEEL_ERROR_COMPILE_FAILED, keel_module_load_file(dev, cut, &m));
+        KT_DETAIL_HAS("truncated");
+        KT_DETAIL_HAS(cut);
+        unlink(cut);
         /* A shared object that is no Keel module loads; its kernels are just not found. */
         KT_OK(keel_module_load_file(dev, KT_BUILDDIR "/tests/plugins/.libs/keel-fakeok.so", &m));
         keel_kernel_t *k = KT_SENTINEL;
@@ -820,6 +905,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, launch_rejects_bad_configurations);
     kt_add_device_test(tc, launch_rejects_blocks_past_the_device_limits);
     kt_add_device_test(tc, dynamic_shared_limit_follows_the_device_property);
+    kt_add_device_test(tc, occupancy_of_a_refused_launch_is_zero);
     kt_add_device_test(tc, module_loading_errors);
     kt_add_device_test(tc, unloaded_module_and_its_kernels_are_stale);
     kt_add_device_test(tc, register_cpu_rejects_bad_descriptors);

@@ -2,11 +2,13 @@
  * tests/plugins (one that works, one built for another ABI, one without the
  * init symbol, one whose probe finds no device, one whose init returns NULL,
  * one whose registration is incomplete)
- * and files made here: a text file and an empty file named like plugins, and
- * a working plugin under a name that is not its own. Every setting runs in a
- * fresh child (tests/keel-env-probe); this process never calls Keel. */
+ * and files made here: a text file and an empty file named like plugins, a
+ * working plugin under a name that is not its own, truncated copies of one
+ * and files of noise. Every setting runs in a fresh child
+ * (tests/keel-env-probe); this process never calls Keel. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -228,6 +230,87 @@ START_TEST(files_that_are_not_shared_objects_are_refused)
 }
 END_TEST
 
+/* The bytes of a real plugin, and where its segments end and where the
+ * last PT_LOAD's first page begins, from its program headers. */
+static unsigned char *read_plugin(const char *from, size_t *len, size_t *seg_end, size_t *last_load_page)
+{
+    FILE *f = fopen(from, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s (were the fake plugins built?)", from);
+    unsigned char *buf = malloc(1 << 22);
+    *len = fread(buf, 1, 1 << 22, f);
+    fclose(f);
+    ElfW(Ehdr) eh;
+    ck_assert_uint_ge(*len, sizeof eh);
+    memcpy(&eh, buf, sizeof eh);
+    ck_assert_msg(memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0, "%s is not an ELF file", from);
+    *seg_end = *last_load_page = 0;
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        ElfW(Phdr) ph;
+        ck_assert_uint_le(eh.e_phoff + (i + 1) * sizeof ph, *len);
+        memcpy(&ph, buf + eh.e_phoff + i * sizeof ph, sizeof ph);
+        if (ph.p_filesz && ph.p_offset + ph.p_filesz > *seg_end)
+            *seg_end = ph.p_offset + ph.p_filesz;
+        if (ph.p_type == PT_LOAD && ph.p_filesz)
+            *last_load_page = ph.p_offset & ~(size_t)4095;
+    }
+    ck_assert_msg(*last_load_page > 0 && *seg_end <= *len, "%s: segments end at %zu of %zu bytes, last PT_LOAD page %zu",
+                  from, *seg_end, *len, *last_load_page);
+    return buf;
+}
+
+/* dlopen maps a truncated file's segments past its end, and the first touch
+ * of those pages is a SIGBUS: the loader checks the file first, whichever
+ * backend is selected, as soon as the backends are listed. */
+START_TEST(truncated_or_garbage_files_are_refused_with_the_reason)
+{
+    size_t len, seg_end, last_page;
+    unsigned char *so = read_plugin(FAKE_DIR "/keel-fakeok.so", &len, &seg_end, &last_page);
+    /* Cut where its last PT_LOAD begins: that segment lies past the end. */
+    write_file("keel-truncated.so", so, last_page);
+    /* One byte short of its last segment's end: nothing past the end but that byte. */
+    write_file("keel-short.so", so, seg_end - 1);
+    /* The ELF magic number and a valid identification, then noise. */
+    unsigned char noise[4096];
+    uint32_t x = 12345;
+    for (size_t i = 0; i < sizeof noise; i++) {
+        x = x * 1103515245u + 12345u;
+        noise[i] = (unsigned char)(x >> 16);
+    }
+    noise[0] = 0x42; /* never the first byte of ELFMAG */
+    write_file("keel-garbage.so", noise, sizeof noise);
+    memcpy(noise, so, EI_NIDENT + 4); /* the ident, e_type and e_machine of a real plugin */
+    write_file("keel-elfnoise.so", noise, sizeof noise);
+    free(so);
+
+    probe_t p = run("cpu", CMDS("init", "backends", "default", "get:truncated:0"));
+    EXPECT_LINE_STARTS(p, "init", "OK");
+    EXPECT_LINE_STARTS(p, "default", "OK cpu:0");
+    const struct {
+        const char *key, *why;
+    } files[] = {{"backend:truncated", "truncated"}, {"backend:short", "truncated"},
+                 {"backend:garbage", "not an ELF file"}, {"backend:elfnoise", NULL}, {"backend:empty", "empty"}};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        EXPECT_LINE_HAS(p, files[i].key, "usable=0");
+        EXPECT_LINE_HAS(p, files[i].key, "status=KEEL_ERROR_BACKEND_UNAVAILABLE");
+        EXPECT_LINE_HAS(p, files[i].key, tmpdir);
+        if (files[i].why)
+            EXPECT_LINE_HAS(p, files[i].key, files[i].why);
+        char *v = line(&p, files[i].key);
+        ck_assert_msg(strstr(v, "reason=") && strstr(v, "reason=")[7] != '\0', "no reason: %s", v);
+        free(v);
+    }
+    EXPECT_LINE_HAS(p, "backend:truncated", "PT_LOAD");
+    EXPECT_LINE_STARTS(p, "get:truncated:0", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+    EXPECT_LINE_HAS(p, "get:truncated:0", "truncated");
+    kt_child_free(&p.r);
+    /* Named alone: the selection fails and says why. */
+    p = run("truncated", CMDS("init", "default"));
+    EXPECT_LINE_STARTS(p, "init", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+    EXPECT_LINE_HAS(p, "init", "truncated");
+    kt_child_free(&p.r);
+}
+END_TEST
+
 START_TEST(plugin_whose_name_differs_from_its_file_is_refused)
 {
     probe_t p = run("renamed,cpu", CMDS("init", "backends", "default"));
@@ -340,6 +423,7 @@ static Suite *suite(void)
     tcase_add_test(tc, init_returning_null_is_refused);
     tcase_add_test(tc, incomplete_registration_is_refused);
     tcase_add_test(tc, files_that_are_not_shared_objects_are_refused);
+    tcase_add_test(tc, truncated_or_garbage_files_are_refused_with_the_reason);
     tcase_add_test(tc, plugin_whose_name_differs_from_its_file_is_refused);
     tcase_add_test(tc, every_bad_plugin_at_once_never_crashes_the_loader);
     tcase_add_test(tc, plugins_on_the_path_are_listed_but_not_selected_by_default);

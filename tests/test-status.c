@@ -228,6 +228,11 @@ START_TEST(env_var_table_names_every_variable)
     }
     for (int i = 0; i < 6; i++)
         ck_assert_msg(found[i], "%s is not in keel_env_var_get's table", want[i]);
+    /* The count is where keel_env_var_get ends, so a tool need not run into its error. */
+    int count = -1;
+    KT_OK(keel_env_var_count(&count));
+    ck_assert_int_eq(count, n);
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_env_var_count(NULL));
     /* Either output may be NULL. */
     KT_OK(keel_env_var_get(0, NULL, NULL));
     const char *name = KT_SENTINEL;

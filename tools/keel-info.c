@@ -367,18 +367,19 @@ static void print_environment(void)
         printf("  \"environment\": [");
     else
         printf("\nEnvironment (read once, at initialization)\n");
-    int width = 0; /* the longest name, so the columns line up */
-    for (int i = 0;; i++) {
+    /* Counted, not iterated until keel_env_var_get fails: that failure
+     * would be an error of its own, which KEEL_LOG=debug prints. */
+    int count = 0, width = 0; /* the longest name, so the columns line up */
+    (void)keel_env_var_count(&count);
+    for (int i = 0; i < count; i++) {
         const char *name = NULL;
-        if (keel_env_var_get(i, &name, NULL) != KEEL_OK)
-            break;
-        if ((int)strlen(name) > width)
+        if (keel_env_var_get(i, &name, NULL) == KEEL_OK && (int)strlen(name) > width)
             width = (int)strlen(name);
     }
-    for (int i = 0;; i++) {
+    for (int i = 0; i < count; i++) {
         const char *name = NULL, *desc = NULL;
         if (keel_env_var_get(i, &name, &desc) != KEEL_OK)
-            break;
+            continue;
         const char *value = getenv(name);
         if (json_mode) {
             printf("%s\n    {\"name\": ", i ? "," : "");
@@ -399,9 +400,6 @@ static void print_environment(void)
     }
     if (json_mode)
         printf("\n  ]\n");
-    /* keel_last_error may hold OUT_OF_RANGE from the end of the iteration; it
-     * is ours, not the user's, so drop it. */
-    keel_clear_error();
 }
 
 static void usage(FILE *f)

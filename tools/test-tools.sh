@@ -83,6 +83,16 @@ run info 0 "$info" && {
             fail "$n_bad unusable backends but $n_why 'why not' lines"; fi
     fi
 }
+# At debug every error detail is logged as it is set: keel-info must make
+# no errors of its own (such as running past the end of a table).
+run debug 0 env KEEL_LOG=debug "$info" && {
+    expect debug err 'keel\[info\]: backend cpu: usable'
+    if grep -E 'KEEL_ERROR_OUT_OF_RANGE|keel_env_var_get' "$tmp/debug.err"; then
+        fail "KEEL_LOG=debug keel-info logs an error of keel-info's own making"
+    else
+        pass "KEEL_LOG=debug keel-info logs no error of its own"
+    fi
+}
 run help 0 "$info" --help && expect help out '^Usage: keel-info'
 run version 0 "$info" --version && expect version out '^keel-info \(Keel\) [0-9]'
 run badopt 1 "$info" --frobnicate && expect badopt err 'unknown option'
@@ -107,6 +117,16 @@ run bogus 2 env KEEL_BACKEND=bogus "$info" && {
     expect bogus out '^  cpu +usable'
 }
 run baddev 2 env KEEL_DEVICE=banana "$info" && expect baddev err 'KEEL_DEVICE'
+
+# A plugin cut short (here: the first page of libkeel.so under a plugin's
+# name): dlopen would map its segments past the end of the file and die of
+# SIGBUS. keel-info lists it as not usable and says why.
+mkdir "$tmp/plugins" && head -c 4096 ./.libs/libkeel.so >"$tmp/plugins/keel-trunc.so"
+run trunc 0 env KEEL_BACKEND=cpu KEEL_BACKEND_PATH="$tmp/plugins" "$info" && {
+    expect trunc out '^  trunc +NOT USABLE'
+    expect trunc out '^    why not +: cannot load .*/keel-trunc\.so: the file is truncated: 4096 bytes'
+    expect trunc out 'selected +: cpu:0'
+}
 run sel-cpu 0 env KEEL_BACKEND=cpu "$info" && expect sel-cpu out 'selected +: cpu:0'
 for gpu in cuda hip; do
     # Where the GPU backend is not usable, selecting it alone must fail and say why.

@@ -282,7 +282,7 @@ static keel_status_t cpu_device_get_properties(void *device_ctx, keel_device_pro
     p->index = d->index;
     cpu_memory_numbers(d, &p->free_memory, &p->total_memory);
     p->compute_units = b->cores;
-    p->max_threads_per_block = 1024;
+    p->max_threads_per_block = KEEL_CPU_THREADS_PER_BLOCK;
     p->max_block_dim[0] = 1024;
     p->max_block_dim[1] = 1024;
     p->max_block_dim[2] = 64;

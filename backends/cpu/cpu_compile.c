@@ -200,6 +200,13 @@ keel_status_t keel__cpu_module_open(cpu_device_t *d, const char *path, const cha
 {
     if (strlen(path) >= sizeof(((cpu_module_t *)0)->path))
         return CPU_ERR(KEEL_ERROR_INVALID_ARGUMENT, "%s: the path is too long", fn);
+    /* A file cut short (a module copied in part, a cache entry of a full
+     * disk) would be mapped past its end, and dlopen's first touch of those
+     * pages is a SIGBUS: check it as the plugin loader does. */
+    char bad[512];
+    if (keel__elf_check(path, bad, sizeof bad) != 0)
+        return CPU_ERR(KEEL_ERROR_COMPILE_FAILED, "%s: %s is not a loadable CPU module (a shared object of C kernels): %s",
+                       fn, path, bad);
     cpu_module_t *m = calloc(1, sizeof *m);
     if (!m)
         return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "%s: out of memory", fn);

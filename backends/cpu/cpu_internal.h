@@ -16,6 +16,7 @@
 #define KEEL_CPU_MAX_DEVICES 64
 #define KEEL_CPU_MAX_THREADS 1024
 #define KEEL_CPU_ALIGN 256                           /* as cudaMalloc's guarantee */
+#define KEEL_CPU_THREADS_PER_BLOCK 1024              /* the device's max_threads_per_block */
 #define KEEL_CPU_SHARED_PER_BLOCK 65536              /* the default dynamic shared limit */
 #define KEEL_CPU_MAX_DYN_SHARED KEEL_CPU_SHARED_PER_BLOCK /* what set_max_dynamic_shared accepts: the device property */
 #define KEEL_CPU_ENQUEUE_MAX_PAYLOAD 512

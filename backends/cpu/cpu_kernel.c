@@ -130,7 +130,8 @@ static keel_status_t cpu_kernel_launch(void *kernel_ctx, keel_dim3_t grid, keel_
     unsigned nargs = k->desc.num_args;
     /* The core may check these too; a few compares keep the backend honest
      * about the limits its properties announce. */
-    if (block.x > 1024 || block.y > 1024 || block.z > 64 || (uint64_t)block.x * block.y * block.z > 1024)
+    if (block.x > 1024 || block.y > 1024 || block.z > 64 ||
+        (uint64_t)block.x * block.y * block.z > KEEL_CPU_THREADS_PER_BLOCK)
         return CPU_ERR(KEEL_ERROR_INVALID_ARGUMENT,
                        "keel_launch_kernel: kernel '%s': a block of %u x %u x %u threads is past the device's limits "
                        "(at most 1024 threads, 1024 x 1024 x 64)",
@@ -246,7 +247,7 @@ static keel_status_t cpu_kernel_get_attribute(void *kernel_ctx, keel_kernel_attr
     cpu_kernel_t *k = kernel_ctx;
     switch (attr) {
     case KEEL_KERNEL_ATTR_MAX_THREADS_PER_BLOCK:
-        *value = 1024;
+        *value = KEEL_CPU_THREADS_PER_BLOCK;
         return KEEL_OK;
     case KEEL_KERNEL_ATTR_NUM_ARGS:
         *value = (int)k->desc.num_args;
@@ -278,10 +279,15 @@ static keel_status_t cpu_kernel_set_max_dynamic_shared(void *kernel_ctx, size_t 
     return KEEL_OK;
 }
 
+/* A core runs one block at a time. A block that cpu_kernel_launch would
+ * refuse (too many threads, more dynamic shared memory than the kernel's
+ * limit) has none resident, as CUDA answers. */
 static keel_status_t cpu_kernel_max_active_blocks(void *kernel_ctx, int block_threads, size_t shared_bytes,
                                                   int *blocks)
 {
-    *blocks = 1;   /* a core runs one block at a time */
+    cpu_kernel_t *k = kernel_ctx;
+    size_t limit = atomic_load_explicit(&k->max_dyn_shared, memory_order_relaxed);
+    *blocks = block_threads > KEEL_CPU_THREADS_PER_BLOCK || shared_bytes > limit ? 0 : 1;
     return KEEL_OK;
 }
 

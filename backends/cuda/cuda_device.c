@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "cuda_internal.h"
 #include "cuda_shared.h"
 
@@ -54,7 +55,7 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
     dev->pools_supported = v;
     /* KEEL_CUDA_HOST_FUNCS=cuda: run host functions on CUDA's one thread. */
     const char *hf = getenv("KEEL_CUDA_HOST_FUNCS");
-    atomic_init(&dev->stream_wait_value, keel__cu.StreamWaitValue32 != NULL && !(hf != NULL && strcmp(hf, "cuda") == 0));
+    atomic_init(&dev->stream_wait_value, keel__cu.StreamWaitValue32 != NULL && !(hf != NULL && strcasecmp(hf, "cuda") == 0));
     if (keel__cu.StreamWaitValue32 == NULL && keel__cuda_host->log_enabled(KEEL_LOG_WARN))
         keel__cuda_host->log(KEEL_LOG_WARN, "cuda:%d: the driver has no cuStreamWaitValue32: host functions run on "
                                             "CUDA's own thread", index);

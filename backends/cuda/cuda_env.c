@@ -1,12 +1,14 @@
 /* The CUDA plugin's own environment variables, checked once at probe so that
- * garbage in them is an error naming the valid values, not a silent default. */
+ * garbage in them is an error naming the valid values, not a silent default.
+ * Words match without regard to case, as in the core's variables. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "backends/cuda/cuda_internal.h"
 
 static int one_of(const char *v, const char *a, const char *b)
 {
-    return strcmp(v, a) == 0 || strcmp(v, b) == 0;
+    return strcasecmp(v, a) == 0 || strcasecmp(v, b) == 0;
 }
 
 static int number_in(const char *v, unsigned long long lo, unsigned long long hi)
@@ -35,7 +37,7 @@ keel_status_t keel__cuda_check_env(void)
                                           "KEEL_CUDA_STAGING_CHUNK_KB=\"%s\": expected a whole number from 256 to 262144",
                                           v);
 #ifndef KEEL_GPU_HIP /* cuBLASLt plans (cuda_lt_plan.h) */
-    if ((v = getenv("KEEL_CUDA_LT_ALGO")) && v[0] && strcmp(v, "tune") != 0 && !number_in(v, 0, KEEL_CUDA_LT_ALGO_MAX))
+    if ((v = getenv("KEEL_CUDA_LT_ALGO")) && v[0] && strcasecmp(v, "tune") != 0 && !number_in(v, 0, KEEL_CUDA_LT_ALGO_MAX))
         return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
                                           "KEEL_CUDA_LT_ALGO=\"%s\": expected tune (the default) or a candidate "
                                           "number from 0 to %d",

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include "cuda_internal.h"
 #include "cuda_shared.h"
@@ -131,7 +132,7 @@ static keel_status_t mod_get_kernel(void *module_ctx, const char *name, void **k
     kc->fn = (CUfunction)k;
     kc->dev = m->dev;
     const char *mode = getenv("KEEL_CUDA_LAUNCH");
-    if (mode != NULL && strcmp(mode, "function") == 0) {
+    if (mode != NULL && strcasecmp(mode, "function") == 0) {
         int pushed = keel__cuda_push_primary(m->dev);
         CUfunction f = NULL;
         res = keel__cu.KernelGetFunction(&f, k);
@@ -270,10 +271,28 @@ static keel_status_t kern_set_max_dynamic_shared(void *kernel_ctx, size_t bytes)
     return KEEL_OK;
 }
 
+/* A launch that cuLaunchKernel refuses has no resident blocks: 0, as the
+ * driver answers for most of them. Not for all: dynamic shared memory of
+ * 4 GiB or more, or more than a limit the kernel's attribute lowered below
+ * the default 48 KiB, gets blocks > 0 from the driver. So the two limits
+ * a launch is held to, the kernel's threads per block and its dynamic
+ * shared memory attribute, are checked here first. */
 static keel_status_t kern_max_active_blocks(void *kernel_ctx, int block_threads, size_t shared_bytes,
                                             int *blocks)
 {
     const keel__cuda_kernel_t *k = kernel_ctx;
+    int max_threads = 0, max_shared = 0;
+    CUresult lim = keel__cu.KernelGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->kernel,
+                                               k->dev->cudev);
+    if (lim == CUDA_SUCCESS)
+        lim = keel__cu.KernelGetAttribute(&max_shared, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->kernel,
+                                          k->dev->cudev);
+    if (lim != CUDA_SUCCESS)
+        return keel__cu_error(lim, "keel_kernel_max_active_blocks", NULL);
+    if (block_threads > max_threads || shared_bytes > (size_t)max_shared) {
+        *blocks = 0;
+        return KEEL_OK;
+    }
     /* A CUkernel is resolved against the current context here. */
     int pushed = keel__cuda_push_primary(k->dev);
     int n = 0;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "hip_internal.h"
 #include "cuda_shared.h"
 
@@ -42,7 +43,7 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
      * unless KEEL_CUDA_HOST_FUNCS=cuda (the name is shared with the CUDA
      * plugin, whose code this is) asks for the runtime's thread. */
     const char *hf = getenv("KEEL_CUDA_HOST_FUNCS");
-    atomic_init(&dev->stream_wait_value, !(hf != NULL && strcmp(hf, "cuda") == 0));
+    atomic_init(&dev->stream_wait_value, !(hf != NULL && strcasecmp(hf, "cuda") == 0));
     if (dev->pools_supported) {
         uint64_t threshold = UINT64_MAX;
         err = keel__cuda_use_device(dev);

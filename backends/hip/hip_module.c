@@ -182,12 +182,25 @@ static keel_status_t kern_set_max_dynamic_shared(void *kernel_ctx, size_t bytes)
     return KEEL_OK;
 }
 
+/* A launch that hipModuleLaunchKernel refuses has no resident blocks: a
+ * block past the kernel's threads per block, or more dynamic shared memory
+ * than a block may have (kern_set_max_dynamic_shared), is 0 without asking
+ * the runtime, as the CUDA plugin answers. */
 static keel_status_t kern_max_active_blocks(void *kernel_ctx, int block_threads, size_t shared_bytes,
                                             int *blocks)
 {
     const keel__cuda_kernel_t *k = kernel_ctx;
-    int n = 0;
-    gpuError_t err = keel__cuda_use_device(k->dev);
+    int n = 0, max_threads = 0, max_shared = 0;
+    gpuError_t err = hipFuncGetAttribute(&max_threads, HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->fn);
+    if (err == gpuSuccess)
+        err = gpuDeviceGetAttribute(&max_shared, gpuAttrSharedPerBlock, k->dev->ordinal);
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, "keel_kernel_max_active_blocks", NULL);
+    if (block_threads > max_threads || shared_bytes > (size_t)max_shared) {
+        *blocks = 0;
+        return KEEL_OK;
+    }
+    err = keel__cuda_use_device(k->dev);
     if (err == gpuSuccess)
         err = hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(&n, k->fn, block_threads, shared_bytes);
     if (err != gpuSuccess)

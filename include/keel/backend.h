@@ -137,7 +137,7 @@ typedef struct keel_kernel_vtable {
     keel_status_t (*get_attribute)(void *kernel_ctx, keel_kernel_attribute_t attr, int *value);
     /** optional */
     keel_status_t (*set_max_dynamic_shared)(void *kernel_ctx, size_t bytes);
-    /** optional */
+    /** optional; *blocks = 0 for a launch that launch() would refuse */
     keel_status_t (*max_active_blocks)(void *kernel_ctx, int block_threads, size_t shared_bytes, int *blocks);
 } keel_kernel_vtable_t;
 

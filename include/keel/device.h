@@ -66,7 +66,9 @@ KEEL_API keel_status_t keel_backend_get_info(keel_backend_t *backend, keel_backe
 
 /**
  * @brief Device @p index of a usable backend.
- * @return KEEL_ERROR_BACKEND_UNAVAILABLE with the reason for an unusable one;
+ * @return KEEL_ERROR_INVALID_ENVIRONMENT when a KEEL_* variable holds garbage
+ *         (as keel_init() reports it, or one of this backend's own variables);
+ *         KEEL_ERROR_BACKEND_UNAVAILABLE with the reason for an unusable one;
  *         KEEL_ERROR_NO_DEVICE for an index past its devices.
  */
 KEEL_API keel_status_t keel_backend_get_device(keel_backend_t *backend, int index, keel_device_t **device);

@@ -230,7 +230,10 @@ KEEL_API keel_status_t keel_kernel_set_max_dynamic_shared(keel_kernel_t *kernel,
 
 /**
  * @brief How many blocks of @p block_threads threads using @p shared_bytes
- *        can be resident on one compute unit at once.
+ *        can be resident on one compute unit at once: 0 for a launch the
+ *        device would refuse (more threads than the kernel's
+ *        KEEL_KERNEL_ATTR_MAX_THREADS_PER_BLOCK, more dynamic shared memory
+ *        than its KEEL_KERNEL_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES), as CUDA answers.
  */
 KEEL_API keel_status_t keel_kernel_max_active_blocks(keel_kernel_t *kernel, int block_threads,
                                                       size_t shared_bytes, int *blocks);

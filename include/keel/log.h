@@ -39,8 +39,15 @@ typedef void (*keel_log_fn_t)(keel_log_level_t level, const char *message, void 
 KEEL_API void keel_log_set_callback(keel_log_fn_t fn, void *user_data);
 
 /**
+ * @brief The number of environment variables keel_env_var_get() lists.
+ * @param[out] count
+ * @return KEEL_ERROR_INVALID_ARGUMENT when @p count is NULL.
+ */
+KEEL_API keel_status_t keel_env_var_count(int *count);
+
+/**
  * @brief The environment variables Keel reads, one per index, for tools and docs.
- * @param[in] index 0 .. n-1
+ * @param[in] index 0 .. n-1, n from keel_env_var_count()
  * @param[out] name "KEEL_BACKEND"; @param[out] description one line. Static strings.
  * @return KEEL_ERROR_OUT_OF_RANGE past the last one.
  */

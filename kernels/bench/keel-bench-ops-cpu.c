@@ -153,7 +153,11 @@ static double stream_target(size_t elems)
  * boundary, as Keel's own hot loops do: a loop that happens to straddle a
  * fetch boundary runs up to a third slower at these sizes, and a comparison
  * should not be won or lost on where the linker put the loser. */
+#ifdef __clang__
+#define LOOP_FN __attribute__((noinline, aligned(64))) /* clang has no optimize attribute */
+#else
 #define LOOP_FN __attribute__((noinline, aligned(64), optimize("align-loops=32")))
+#endif
 
 typedef struct {
     size_t n;

@@ -25,7 +25,15 @@
  * with where unrelated code changes happen to place them (measured on the
  * 1024-element add: an inner loop that straddles a 32-byte boundary ran at
  * half speed). */
+#ifdef __clang__
+/* clang has no optimize attribute, and refuses aligned on a function that
+ * target_clones makes several of: the clones (VEC) go without. */
+#define HOT __attribute__((aligned(64)))
+#define HOT_CLONES
+#else
 #define HOT __attribute__((aligned(64), optimize("align-loops=32")))
+#define HOT_CLONES HOT
+#endif
 
 /* The elementwise loops also come in an AVX2 build, picked once at load
  * time by the CPU (an ifunc) where the compiler and the C library support
@@ -37,7 +45,7 @@
  * crashed at load. */
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) && !defined(__SANITIZE_THREAD__)
 #if __has_attribute(target_clones)
-#define VEC HOT __attribute__((target_clones("avx2", "default")))
+#define VEC HOT_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
 #endif
 #ifndef VEC
