@@ -113,6 +113,7 @@ typedef struct keel_kernel_vtable {
     keel_status_t (*module_load_file)(void *device_ctx, const char *path, void **module_ctx);
     keel_status_t (*module_compile)(void *device_ctx, const char *source, const char *name,
                                     const char *const *options, int num_options, void **module_ctx);
+    /** Called after the core synchronized the module's device (see keel_module_unload). */
     keel_status_t (*module_unload)(void *module_ctx);
     /** NOT_FOUND (with set_error) when absent. The core caches the result per name. */
     keel_status_t (*module_get_kernel)(void *module_ctx, const char *name, void **kernel_ctx);
