@@ -62,6 +62,9 @@ struct keel_device {
     /* Streams of this device that hold a block for reuse (core/reuse.c). */
     pthread_mutex_t reuse_lock;
     struct keel_stream *reuse_list;
+    /* Its number among the opened devices of every backend, given at open:
+     * its bit in an allocation's reach (keel__reach_bit). */
+    unsigned slot;
 };
 
 struct keel_stream {
@@ -150,9 +153,15 @@ typedef struct keel__alloc {
     keel_memory_kind_t kind;
     struct keel_device *device;
     int stream_ordered;           /* from keel_malloc_async: freed through free_async */
+    /* Devices other than the owner whose streams were handed the block by
+     * a copy or memset, one bit each (keel__reach_bit): keel_free waits for
+     * them too. Bits are only ever added while the block lives. */
+    uint64_t reach;
 } keel__alloc_t;
 KEEL_HIDDEN keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kind,
                                              struct keel_device *dev, int stream_ordered);
+/* Puts back an allocation that keel__registry_remove took out, reach included. */
+KEEL_HIDDEN keel_status_t keel__registry_put_back(const keel__alloc_t *a);
 /* Removes an allocation by its exact base; INVALID_POINTER if none. */
 KEEL_HIDDEN keel_status_t keel__registry_remove(void *base, keel__alloc_t *out);
 /* Finds the allocation holding ptr; returns 1 and fills out, else 0. */
@@ -162,6 +171,24 @@ KEEL_HIDDEN int keel__registry_find(const void *ptr, keel__alloc_t *out);
  * call: the validation fast path of the built-in operations reads it in
  * place. */
 KEEL_HIDDEN const keel__alloc_t *keel__registry_lookup(const void *ptr);
+/* Adds dev to the reach of the live allocation at exactly base (nothing if
+ * there is none). The caller checks its copy's reach first: the call takes
+ * the registry lock, and a new bit invalidates every thread's cache. */
+KEEL_HIDDEN void keel__registry_add_reach(uintptr_t base, struct keel_device *dev);
+
+/* The bit of a device in keel__alloc_t.reach: devices past the 63rd share
+ * the last bit, which makes keel_free wait for all of them. */
+#define KEEL__REACH_SLOTS 63
+static inline uint64_t keel__reach_bit(const struct keel_device *d)
+{
+    return (uint64_t)1 << (d->slot < KEEL__REACH_SLOTS ? d->slot : KEEL__REACH_SLOTS);
+}
+/* core/device.c: the opened device with this slot (< KEEL__REACH_SLOTS), or NULL. */
+KEEL_HIDDEN struct keel_device *keel__device_at_slot(unsigned slot);
+/* core/device.c: synchronizes every opened device whose slot is at least
+ * KEEL__REACH_SLOTS except skip; the first failure, with *failed set. */
+KEEL_HIDDEN keel_status_t keel__synchronize_far_devices(const struct keel_device *skip,
+                                                        struct keel_device **failed);
 
 /* ---- stream-ordered block reuse (core/reuse.c) ----
  * keel_free_async keeps the block it frees on its stream, one per stream and

@@ -72,6 +72,34 @@ static keel_status_t not_freed(keel_status_t st, const char *fn, const void *ptr
                               d->name);
 }
 
+/* Waits for the owner of a and for every device in reach; on a failure
+ * sets *failed to the device that reported it. */
+static keel_status_t wait_for_devices(struct keel_device *owner, uint64_t reach, int owner_too,
+                                      struct keel_device **failed)
+{
+    keel_status_t st;
+    if (owner_too && (st = owner->plugin->device->synchronize(owner->ctx)) != KEEL_OK) {
+        *failed = owner;
+        return st;
+    }
+    reach &= ~keel__reach_bit(owner);
+    while (reach) {
+        unsigned slot = (unsigned)__builtin_ctzll(reach);
+        reach &= reach - 1;
+        if (slot == KEEL__REACH_SLOTS) {
+            if ((st = keel__synchronize_far_devices(owner, failed)) != KEEL_OK)
+                return st;
+            continue;
+        }
+        struct keel_device *d = keel__device_at_slot(slot);
+        if (d && (st = d->plugin->device->synchronize(d->ctx)) != KEEL_OK) {
+            *failed = d;
+            return st;
+        }
+    }
+    return KEEL_OK;
+}
+
 keel_status_t keel_free(void *ptr)
 {
     if (!ptr)
@@ -79,18 +107,25 @@ keel_status_t keel_free(void *ptr)
     keel__alloc_t a;
     if (!keel__registry_find(ptr, &a) || a.base != (uintptr_t)ptr)
         return unknown_pointer("keel_free", ptr);
-    struct keel_device *d = a.device;
+    struct keel_device *d = a.device, *failed = d;
     if (atomic_load(&d->default_stream->capturing))
         return keel__set_error(KEEL_ERROR_BUSY, "keel_free: the default stream of %s is capturing a graph; free after "
                                "the capture ends", d->name);
-    /* As cudaFree: no queued work may still touch the memory. The entry
-     * stays in the registry until the block is really gone, so a failure
-     * here leaves a block the caller can free again. */
-    keel_status_t st = d->plugin->device->synchronize(d->ctx);
+    /* As cudaFree: no queued work may still touch the memory, on the owning
+     * device or on any other device whose streams were handed the block.
+     * The entry stays in the registry until the block is really gone, so a
+     * failure here leaves a block the caller can free again. */
+    keel_status_t st = wait_for_devices(d, a.reach, 1, &failed);
     if (st != KEEL_OK)
-        return not_freed(st, "keel_free", ptr, d);
+        return not_freed(st, "keel_free", ptr, failed);
+    uint64_t waited = a.reach;
     if (keel__registry_remove(ptr, &a) != KEEL_OK) /* lost a race with another free */
         return unknown_pointer("keel_free", ptr);
+    if (KEEL__UNLIKELY(a.reach & ~waited) && /* a copy on another device came in meanwhile */
+        (st = wait_for_devices(d, a.reach & ~waited, 0, &failed)) != KEEL_OK) {
+        keel__registry_put_back(&a);
+        return not_freed(st, "keel_free", ptr, failed);
+    }
     if (a.stream_ordered && d->plugin->memory->free_async) {
         void *sctx = d->default_stream->ctx;
         st = d->plugin->memory->free_async(sctx, ptr);
@@ -100,7 +135,7 @@ keel_status_t keel_free(void *ptr)
         st = d->plugin->memory->free(d->ctx, a.kind, ptr);
     }
     if (st != KEEL_OK) {
-        keel__registry_add(ptr, a.size, a.kind, d, a.stream_ordered);
+        keel__registry_put_back(&a);
         return not_freed(st, "keel_free", ptr, d);
     }
     return KEEL_OK;
@@ -166,7 +201,7 @@ keel_status_t keel_free_async(void *ptr, keel_stream_t *stream)
     if (keel__registry_remove(ptr, &a) != KEEL_OK)
         return unknown_pointer("keel_free_async", ptr);
     if (KEEL__UNLIKELY(a.device != stream->device || a.kind != KEEL_MEMORY_DEVICE)) {
-        keel__registry_add(ptr, a.size, a.kind, a.device, a.stream_ordered);
+        keel__registry_put_back(&a);
         if (a.device != stream->device)
             return keel__set_error(KEEL_ERROR_DEVICE_MISMATCH, "keel_free_async: %p belongs to %s, the stream to %s",
                                    ptr, a.device->name, stream->device->name);
@@ -176,7 +211,7 @@ keel_status_t keel_free_async(void *ptr, keel_stream_t *stream)
     }
     keel_status_t st = keel__reuse_put(stream, ptr, a.size, a.stream_ordered);
     if (st != KEEL_OK) {
-        keel__registry_add(ptr, a.size, a.kind, a.device, a.stream_ordered);
+        keel__registry_put_back(&a);
         return not_freed(st, "keel_free_async", ptr, stream->device);
     }
     return KEEL_OK;
@@ -206,6 +241,15 @@ static keel_status_t resolve(const char *fn, const char *role, const void *ptr, 
                                fn, bytes, strcmp(role, "dst") == 0 ? "to" : "from", ptr, kind_name(s->a.kind),
                                s->a.size, (void *)s->a.base, offset, s->a.size - offset);
     return KEEL_OK;
+}
+
+/* Records that a stream of dev is handed the block of s, when dev is not
+ * its owner and is not recorded yet; nothing on the common path of a block
+ * used on its own device. */
+static inline void note_reach(const side_t *s, struct keel_device *dev)
+{
+    if (s->known && KEEL__UNLIKELY(s->a.device != dev) && !(s->a.reach & keel__reach_bit(dev)))
+        keel__registry_add_reach(s->a.base, dev);
 }
 
 /* Memory of the CPU backend is plain host memory to any other backend. */
@@ -303,6 +347,9 @@ keel_status_t keel_memcpy_async(void *dst, const void *src, size_t bytes, keel_s
     if (bytes == 0)
         return KEEL_OK;
     struct keel_backend *b = stream->device->backend;
+    /* The owners as the registry has them: CPU memory seen by another
+     * backend is host memory to the copy, but keel_free must still wait. */
+    const side_t od = d, orr = r;
     as_seen_by(&d, b);
     as_seen_by(&r, b);
     side_t *sides[2] = {&d, &r};
@@ -324,6 +371,8 @@ keel_status_t keel_memcpy_async(void *dst, const void *src, size_t bytes, keel_s
                                        "keel_memcpy_async: %s is device memory of %s, the stream is on %s",
                                        i ? "src" : "dst", sides[i]->a.device->name, stream->device->name);
     }
+    note_reach(&od, stream->device);
+    note_reach(&orr, stream->device);
     return do_copy(stream, dst, &d, src, &r, bytes, peer, 0);
 }
 
@@ -363,6 +412,7 @@ keel_status_t keel_memset_async(void *ptr, int value, size_t bytes, keel_stream_
         (s.a.kind == KEEL_MEMORY_DEVICE && s.a.device != stream->device))
         return keel__set_error(KEEL_ERROR_DEVICE_MISMATCH, "keel_memset_async: %p is %s memory of %s, the stream is on %s",
                                ptr, kind_name(s.a.kind), s.a.device->name, stream->device->name);
+    note_reach(&s, stream->device);
     return stream->device->plugin->memory->memset_async(stream->ctx, ptr, value, bytes);
 }
 

@@ -110,10 +110,10 @@ static void release(node_t *n)
     spare = n;
 }
 
-keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kind, struct keel_device *dev,
-                                 int stream_ordered)
+static keel_status_t add(const keel__alloc_t *a)
 {
-    uintptr_t key = (uintptr_t)base;
+    uintptr_t key = a->base;
+    void *base = (void *)key;
     pthread_mutex_lock(&lock);
     node_t *n;
     HASH_FIND(hh, table, &key, sizeof(key), n);
@@ -129,7 +129,7 @@ keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kin
         pthread_mutex_unlock(&lock);
         return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "allocation registry: out of host memory");
     }
-    n->a = (keel__alloc_t){key, size, kind, dev, stream_ordered};
+    n->a = *a;
     n->in_tree = 0;
     n->prev = NULL;
     n->next = pending;
@@ -140,6 +140,19 @@ keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kin
     bump_generation();
     pthread_mutex_unlock(&lock);
     return KEEL_OK;
+}
+
+keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kind, struct keel_device *dev,
+                                 int stream_ordered)
+{
+    keel__alloc_t a = {.base = (uintptr_t)base, .size = size, .kind = kind, .device = dev,
+                       .stream_ordered = stream_ordered};
+    return add(&a);
+}
+
+keel_status_t keel__registry_put_back(const keel__alloc_t *a)
+{
+    return add(a);
 }
 
 /* Under the lock: the allocation holding ptr, or NULL (with *oom set when the tree could not grow). */
@@ -153,7 +166,7 @@ static node_t *lookup(uintptr_t key, int *oom)
         *oom = 1;
         return NULL;
     }
-    keel__alloc_t probe = {key, 0, KEEL_MEMORY_HOST, NULL, 0};
+    keel__alloc_t probe = {.base = key, .kind = KEEL_MEMORY_HOST};
     keel__alloc_t **slot = tfind(&probe, &tree, compare);
     /* a is the node's first member, so the tree's pointer is the node's. */
     return slot ? (node_t *)*slot : NULL;
@@ -162,7 +175,7 @@ static node_t *lookup(uintptr_t key, int *oom)
 keel_status_t keel__registry_remove(void *base, keel__alloc_t *out)
 {
     uintptr_t key = (uintptr_t)base;
-    keel__alloc_t holder = {0, 0, KEEL_MEMORY_HOST, NULL, 0};
+    keel__alloc_t holder = {.kind = KEEL_MEMORY_HOST};
     int oom = 0;
     pthread_mutex_lock(&lock);
     node_t *n = lookup(key, &oom);
@@ -232,4 +245,18 @@ int keel__registry_find(const void *ptr, keel__alloc_t *out)
         return 0;
     *out = *a;
     return 1;
+}
+
+void keel__registry_add_reach(uintptr_t base, struct keel_device *dev)
+{
+    uint64_t bit = keel__reach_bit(dev);
+    node_t *n;
+    pthread_mutex_lock(&lock);
+    HASH_FIND(hh, table, &base, sizeof(base), n);
+    if (n && n->a.device != dev && !(n->a.reach & bit)) {
+        n->a.reach |= bit;
+        /* Copies of the entry in the threads' caches lack the bit. */
+        bump_generation();
+    }
+    pthread_mutex_unlock(&lock);
 }

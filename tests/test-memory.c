@@ -475,6 +475,77 @@ KT_DEVICE_TEST(copies_between_devices_of_one_backend)
     free(dst);
 }
 
+/* keel_free waits for every device whose streams were handed the block, not
+ * only for its own: a copy out of the block queued behind a held stream of
+ * another device (pinned memory read by that device's stream, device memory
+ * by a peer copy, or, for CPU memory, a stream of another backend) has run,
+ * with the block's data, by the time keel_free returns. The gate opens by
+ * itself after a while, so a free that waits returns. */
+static void free_waits_for_another_device(keel_device_t *dev, keel_device_t *other, keel_memory_kind_t kind)
+{
+    enum { N = 64 << 10 };
+    unsigned char *src = malloc(N), *dst = malloc(N);
+    kt_fill_random_bytes(src, N);
+    kt_poison(dst, N);
+    void *p = NULL, *q = NULL;
+    KT_OK(alloc_kind(dev, kind, N, &p));
+    KT_OK(keel_memcpy(p, src, N));
+    /* Device memory leaves its device only by a copy into the other device's memory. */
+    if (kind == KEEL_MEMORY_DEVICE)
+        KT_OK(keel_malloc(other, N, &q));
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(other, 0, 0, &s));
+    kt_gate_t *g = kt_gate_new();
+    KT_OK(kt_gate_enqueue(g, s));
+    KT_OK(keel_memcpy_async(q ? q : dst, p, N, s));
+    ck_assert_int_eq(kt_gate_open_later(g, 200), 0);
+    KT_OK(keel_free(p));
+    ck_assert_msg(keel_stream_query(s) == KEEL_OK,
+                  "%skeel_free of %s memory returned while a copy out of it was still queued on %s", kt_where(),
+                  kind == KEEL_MEMORY_DEVICE ? "device" : "pinned", keel_device_name(other));
+    KT_OK(keel_stream_synchronize(s));
+    if (q)
+        KT_OK(keel_memcpy(dst, q, N));
+    ck_assert_msg(memcmp(src, dst, N) == 0, "%sthe copy on %s did not read the freed block's data", kt_where(),
+                  keel_device_name(other));
+    KT_OK(keel_stream_destroy(s));
+    kt_gate_free(g);
+    KT_OK(keel_free(q));
+    free(src);
+    free(dst);
+}
+
+/* A device of a GPU backend (the check-only fake backends run host functions
+ * on the calling thread, so a gate would hold the test itself). */
+static int is_gpu(keel_device_t *d)
+{
+    keel_device_properties_t p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    return d && keel_device_get_properties(d, &p) == KEEL_OK &&
+           (strcmp(p.backend, "cuda") == 0 || strcmp(p.backend, "hip") == 0);
+}
+
+KT_DEVICE_TEST(free_waits_for_copies_queued_on_other_devices)
+{
+    keel_device_t *other = kt_other_device(dev), *foreign = kt_is_cpu(dev) ? kt_foreign_device(dev) : NULL;
+    if (!is_gpu(foreign))
+        foreign = NULL;
+    if (other == NULL && foreign == NULL) {
+        ck_assert_msg(!(kt_cpu_devices_env() && kt_is_cpu(dev)), "KEEL_CPU_DEVICES is set, yet one CPU device");
+        return; /* run again with KEEL_CPU_DEVICES=3 by kt_main */
+    }
+    if (other) {
+        free_waits_for_another_device(dev, other, KEEL_MEMORY_PINNED);
+        free_waits_for_another_device(dev, other, KEEL_MEMORY_DEVICE);
+    }
+    /* CPU memory is host memory to another backend's stream. */
+    if (foreign) {
+        free_waits_for_another_device(dev, foreign, KEEL_MEMORY_PINNED);
+        free_waits_for_another_device(dev, foreign, KEEL_MEMORY_DEVICE);
+    }
+}
+
 /* A successful free leaves the last error alone (status.h), and the detail
  * of a refused free names the call and the pointer it was given, whatever
  * failed before it on the thread. */
@@ -605,6 +676,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, free_messages_name_their_own_call);
     kt_add_device_test(tc, stream_ordered_alloc_is_refused_while_capturing);
     kt_add_device_test(tc, peer_copy_on_a_third_devices_stream_is_refused);
+    kt_add_device_test(tc, free_waits_for_copies_queued_on_other_devices);
     suite_add_tcase(s, tc);
     return s;
 }

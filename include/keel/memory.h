@@ -58,11 +58,23 @@ KEEL_API keel_status_t keel_malloc_managed(keel_device_t *device, size_t bytes, 
 
 /**
  * @brief Free memory from any keel_malloc* call. Synchronous: like cudaFree,
- *        it first waits for all work on the owning device, so no queued work
- *        can still touch the memory.
+ *        it first waits for all work on the owning device, and on every other
+ *        device whose streams Keel handed the block (a peer copy, pinned or
+ *        managed memory copied or set on another device's stream, CPU memory
+ *        copied by another backend's stream), so no queued copy, memset or
+ *        launch of those devices can still touch the memory.
+ *
+ * The cost of the other devices: the first copy or memset that hands a block
+ * to a stream of a device other than its owner takes the registry's lock once
+ * to record that device in the block's entry; copies on the owner's streams
+ * cost nothing more, and keel_free waits only for devices so recorded. A
+ * kernel launched on another device with the pointer among its arguments is
+ * not seen (Keel does not read kernel arguments): synchronize that device,
+ * or its stream, before freeing.
+ *
  * @return KEEL_OK for NULL (a no-op, as free(NULL)). An unknown pointer, an
  *         interior pointer or a second free gives KEEL_ERROR_INVALID_POINTER.
- *         If waiting for the device reports an earlier asynchronous error,
+ *         If waiting for a device reports an earlier asynchronous error,
  *         that error is returned and the block stays allocated (free it again).
  */
 KEEL_API keel_status_t keel_free(void *ptr);
@@ -77,11 +89,14 @@ KEEL_API keel_status_t keel_malloc_async(keel_stream_t *stream, size_t bytes, vo
 
 /**
  * @brief Stream-ordered free: the memory is released once the work enqueued
- *        on @p stream before this call is done. The pointer is invalid for new
- *        Keel calls at once. The stream may keep the block (one, of at most
- *        256 MiB) for its next keel_malloc_async of the same size; a kept
- *        block is released when the stream is destroyed, when it allocates
- *        another size, or when an allocation on the device runs out of memory.
+ *        on @p stream before this call is done. Work on other streams, of
+ *        this device or another, must be ordered before the call with events,
+ *        as for cudaFreeAsync: this call does not wait for it. The pointer is
+ *        invalid for new Keel calls at once. The stream may keep the block
+ *        (one, of at most 256 MiB) for its next keel_malloc_async of the same
+ *        size; a kept block is released when the stream is destroyed, when it
+ *        allocates another size, or when an allocation on the device runs out
+ *        of memory.
  */
 KEEL_API keel_status_t keel_free_async(void *ptr, keel_stream_t *stream);
 
