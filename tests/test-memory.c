@@ -546,6 +546,109 @@ KT_DEVICE_TEST(free_waits_for_copies_queued_on_other_devices)
     }
 }
 
+/* Copies refuse what memset and the built-in operations refuse: the pointer
+ * one past the end of a live allocation (for a nonzero size), a host range
+ * that runs into an allocation, and a freed block, whether freed by
+ * keel_free or by keel_free_async. None of them writes anything. */
+static void ptr_text(char *buf, size_t cap, const void *p)
+{
+    snprintf(buf, cap, "%p", p);
+}
+
+KT_DEVICE_TEST(copies_refuse_the_end_of_an_allocation_and_freed_blocks)
+{
+    enum { N = 4096 + 17 };
+    unsigned char host[256], back[256];
+    kt_fill_random_bytes(host, sizeof host);
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    char want_p[32], want_end[32];
+    int nk = has_managed(dev) ? 3 : 2;
+    for (int k = 0; k < nk; k++) {
+        unsigned char *p = NULL;
+        KT_OK(alloc_kind(dev, kinds[k], N, (void **)&p));
+        KT_OK(keel_memset(p, KT_POISON_BYTE, N));
+        unsigned char *end = p + N;
+        ptr_text(want_p, sizeof want_p, p);
+        ptr_text(want_end, sizeof want_end, end);
+        KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy(end, host, 1));
+        KT_DETAIL_HAS(want_end);
+        KT_DETAIL_HAS(want_p);
+        KT_DETAIL_HAS("4113");
+        kt_poison(back, sizeof back);
+        KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy(back, end, 16));
+        KT_DETAIL_HAS(want_end);
+        KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy_async(end, host, 1, s));
+        KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy_async(back, end, 16, s));
+        KT_OK(keel_stream_synchronize(s));
+        for (size_t i = 0; i < sizeof back; i++)
+            ck_assert_msg(back[i] == KT_POISON_BYTE, "%sa refused copy wrote byte %zu", kt_where(), i);
+        /* Zero bytes at the end stay a no-op. */
+        KT_OK(keel_memcpy(end, host, 0));
+        KT_OK(keel_memcpy_async(back, end, 0, s));
+        /* A range that starts outside the allocation and runs into it. */
+        KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy(back, p - 64, 128));
+        KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy_async(back, p - 64, 128, s));
+        /* Copies up to the end still work. */
+        KT_OK(keel_memcpy(end - sizeof host, host, sizeof host));
+        KT_OK(keel_memcpy(back, end - sizeof back, sizeof back));
+        ck_assert_msg(memcmp(back, host, sizeof host) == 0, "%sthe copy to the end differs", kt_where());
+        KT_OK(keel_free(p));
+        /* The freed block, from its start or inside it, in either role. */
+        KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(p, host, 64));
+        KT_DETAIL_HAS(want_p);
+        KT_DETAIL_HAS("freed");
+        KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(back, p + 100, 64));
+        KT_DETAIL_HAS("freed");
+        KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy_async(p + 8, host, 64, s));
+        KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy_async(back, p, 64, s));
+        KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(p, host, 0));
+        /* A second free names the freed block too. */
+        KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free(p));
+        KT_DETAIL_HAS("freed");
+    }
+    /* A block freed stream-ordered is refused at once, and copies work again
+     * once keel_malloc_async hands it out again. */
+    unsigned char *a = NULL, *b = NULL;
+    KT_OK(keel_malloc_async(s, N, (void **)&a));
+    KT_OK(keel_free_async(a, s));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy_async(a, host, 64, s));
+    KT_DETAIL_HAS("freed");
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(back, a + 64, 64));
+    KT_OK(keel_malloc_async(s, N, (void **)&b));
+    KT_OK(keel_memcpy_async(b, host, sizeof host, s));
+    kt_poison(back, sizeof back);
+    KT_OK(keel_memcpy_async(back, b, sizeof back, s));
+    KT_OK(keel_stream_synchronize(s));
+    ck_assert_msg(memcmp(back, host, sizeof host) == 0, "%sthe copy through a reallocated block differs", kt_where());
+    KT_OK(keel_free_async(b, s));
+    KT_OK(keel_stream_destroy(s));
+}
+
+/* Host memory that the system allocator puts where Keel freed a block is
+ * plain host memory: the record of freed blocks must not refuse it. Keel
+ * keeps a freed block of host-accessible memory out of the allocator's
+ * reach while it remembers it, so the two never share an address. */
+KT_DEVICE_TEST(host_memory_allocated_after_a_free_still_copies)
+{
+    enum { N = 4096 };
+    unsigned char src[N];
+    kt_fill_random_bytes(src, N);
+    for (int round = 0; round < 32; round++) {
+        void *p = NULL;
+        KT_OK(alloc_kind(dev, kinds[round % 2], N, &p));
+        KT_OK(keel_memcpy(p, src, N));
+        KT_OK(keel_free(p));
+        /* Sizes the freed chunk would serve, and one just above it. */
+        unsigned char *h = malloc(N + 256 + (round % 3) * 8);
+        kt_poison(h, N + 256);
+        KT_OK(keel_memcpy(h + 256, src, N));
+        KT_OK(keel_memcpy(h, h + 256, N));
+        ck_assert_msg(memcmp(h, src, N) == 0, "%sround %d: host copy differs", kt_where(), round);
+        free(h);
+    }
+}
+
 /* A successful free leaves the last error alone (status.h), and the detail
  * of a refused free names the call and the pointer it was given, whatever
  * failed before it on the thread. */
@@ -677,6 +780,8 @@ static Suite *suite(void)
     kt_add_device_test(tc, stream_ordered_alloc_is_refused_while_capturing);
     kt_add_device_test(tc, peer_copy_on_a_third_devices_stream_is_refused);
     kt_add_device_test(tc, free_waits_for_copies_queued_on_other_devices);
+    kt_add_device_test(tc, copies_refuse_the_end_of_an_allocation_and_freed_blocks);
+    kt_add_device_test(tc, host_memory_allocated_after_a_free_still_copies);
     suite_add_tcase(s, tc);
     return s;
 }

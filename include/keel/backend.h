@@ -64,7 +64,8 @@ typedef struct keel_memory_vtable {
     /** @p kind is DEVICE, PINNED or MANAGED. OUT_OF_MEMORY must leave the device usable. */
     keel_status_t (*alloc)(void *device_ctx, keel_memory_kind_t kind, size_t bytes, void **ptr);
     /** Called after the core synchronized the device and every other device that was
-     *  handed the block (see keel_free). */
+     *  handed the block (see keel_free); possibly long after keel_free, from another
+     *  thread's call (see docs/backend-authors.md). */
     keel_status_t (*free)(void *device_ctx, keel_memory_kind_t kind, void *ptr);
     /** optional: stream-ordered device allocation; NULL makes the core use alloc after no wait. */
     keel_status_t (*alloc_async)(void *stream_ctx, size_t bytes, void **ptr);
