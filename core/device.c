@@ -104,6 +104,37 @@ keel_status_t keel_device_get(const char *backend_name, int index, keel_device_t
     return keel_backend_get_device(b, index, device);
 }
 
+/* Slots in the order devices open; the first KEEL__REACH_SLOTS are found
+ * again by number (keel__device_at_slot). */
+static atomic_uint next_slot;
+static struct keel_device *_Atomic slot_devices[KEEL__REACH_SLOTS];
+
+struct keel_device *keel__device_at_slot(unsigned slot)
+{
+    return slot < KEEL__REACH_SLOTS ? atomic_load_explicit(&slot_devices[slot], memory_order_acquire) : NULL;
+}
+
+keel_status_t keel__synchronize_far_devices(const struct keel_device *skip, struct keel_device **failed)
+{
+    keel_status_t first = KEEL_OK;
+    for (int i = 0; i < keel__backend_count(); i++) {
+        struct keel_backend *b = keel__backend_at(i);
+        if (!atomic_load_explicit(&b->loaded, memory_order_acquire) || b->status != KEEL_OK)
+            continue;
+        for (int j = 0; j < b->device_count; j++) {
+            struct keel_device *d = &b->devices[j];
+            if (d == skip || !atomic_load_explicit(&d->opened, memory_order_acquire) || d->slot < KEEL__REACH_SLOTS)
+                continue;
+            keel_status_t st = d->plugin->device->synchronize(d->ctx);
+            if (st != KEEL_OK && first == KEEL_OK) {
+                first = st;
+                *failed = d;
+            }
+        }
+    }
+    return first;
+}
+
 keel_status_t keel__device_ready(struct keel_device *dev, const char *fn)
 {
     KEEL__CHECK_HANDLE(dev, KEEL__MAGIC_DEVICE, fn, "device");
@@ -133,6 +164,7 @@ keel_status_t keel__device_ready(struct keel_device *dev, const char *fn)
                 memset(&p, 0, sizeof(p));
                 p.struct_size = sizeof(p);
                 if (dev->plugin->device->get_properties(dev->ctx, &p) == KEEL_OK) {
+                    dev->memory_apart = p.type == KEEL_DEVICE_TYPE_GPU;
                     dev->max_threads_per_block = p.max_threads_per_block > 0 ? (unsigned)p.max_threads_per_block : ~0u;
                     for (int i = 0; i < 3; i++) {
                         dev->max_block[i] = p.max_block_dim[i] > 0 ? (unsigned)p.max_block_dim[i] : ~0u;
@@ -143,6 +175,9 @@ keel_status_t keel__device_ready(struct keel_device *dev, const char *fn)
                     for (int i = 0; i < 3; i++)
                         dev->max_block[i] = dev->max_grid[i] = ~0u;
                 }
+                dev->slot = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed);
+                if (dev->slot < KEEL__REACH_SLOTS)
+                    atomic_store_explicit(&slot_devices[dev->slot], dev, memory_order_release);
                 atomic_store_explicit(&dev->opened, 1, memory_order_release);
             }
         }

@@ -62,6 +62,12 @@ struct keel_device {
     /* Streams of this device that hold a block for reuse (core/reuse.c). */
     pthread_mutex_t reuse_lock;
     struct keel_stream *reuse_list;
+    /* Its number among the opened devices of every backend, given at open:
+     * its bit in an allocation's reach (keel__reach_bit). */
+    unsigned slot;
+    /* A GPU (from its properties at open): its device memory lies in
+     * address ranges that host allocators never hand out. */
+    int memory_apart;
 };
 
 struct keel_stream {
@@ -189,9 +195,16 @@ typedef struct keel__alloc {
     keel_memory_kind_t kind;
     struct keel_device *device;
     int stream_ordered;           /* from keel_malloc_async: freed through free_async */
+    /* Devices other than the owner whose streams were handed the block by
+     * a copy or memset, one bit each (keel__reach_bit): keel_free waits for
+     * them too. Bits are only ever added while the block lives. */
+    uint64_t reach;
 } keel__alloc_t;
 KEEL_HIDDEN keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kind,
                                              struct keel_device *dev, int stream_ordered);
+/* Puts back an allocation that keel__registry_remove took out, reach
+ * included, and forgets what the record of freed blocks says of its base. */
+KEEL_HIDDEN keel_status_t keel__registry_put_back(const keel__alloc_t *a);
 /* Removes an allocation by its exact base; INVALID_POINTER if none. */
 KEEL_HIDDEN keel_status_t keel__registry_remove(void *base, keel__alloc_t *out);
 /* Finds the allocation holding ptr; returns 1 and fills out, else 0. */
@@ -201,6 +214,84 @@ KEEL_HIDDEN int keel__registry_find(const void *ptr, keel__alloc_t *out);
  * call: the validation fast path of the built-in operations reads it in
  * place. */
 KEEL_HIDDEN const keel__alloc_t *keel__registry_lookup(const void *ptr);
+/* Adds dev to the reach of the live allocation at exactly base (nothing if
+ * there is none). The caller checks its copy's reach first: the call takes
+ * the registry lock, and a new bit invalidates every thread's cache. */
+KEEL_HIDDEN void keel__registry_add_reach(uintptr_t base, struct keel_device *dev);
+
+/* The bit of a device in keel__alloc_t.reach: devices past the 63rd share
+ * the last bit, which makes keel_free wait for all of them. */
+#define KEEL__REACH_SLOTS 63
+static inline uint64_t keel__reach_bit(const struct keel_device *d)
+{
+    return (uint64_t)1 << (d->slot < KEEL__REACH_SLOTS ? d->slot : KEEL__REACH_SLOTS);
+}
+/* core/device.c: the opened device with this slot (< KEEL__REACH_SLOTS), or NULL. */
+KEEL_HIDDEN struct keel_device *keel__device_at_slot(unsigned slot);
+/* core/device.c: synchronizes every opened device whose slot is at least
+ * KEEL__REACH_SLOTS except skip; the first failure, with *failed set. */
+KEEL_HIDDEN keel_status_t keel__synchronize_far_devices(const struct keel_device *skip,
+                                                        struct keel_device **failed);
+
+/* What a pointer that is in no live allocation is, as far as the registry
+ * can tell (keel__registry_classify). */
+typedef enum keel__ptr_class {
+    KEEL__PTR_LIVE = 0,     /* in a live allocation: *out is it */
+    KEEL__PTR_UNKNOWN,      /* nothing Keel knows: host memory */
+    KEEL__PTR_PAST_END,     /* exactly the end of the live allocation *out (and bytes > 0) */
+    KEEL__PTR_RUNS_INTO,    /* starts outside any allocation, but [ptr, ptr + bytes) overlaps *out */
+    KEEL__PTR_FREED,        /* [ptr, ptr + bytes) (at least ptr itself) overlaps the freed block *out */
+} keel__ptr_class_t;
+/* Classifies the range [ptr, ptr + bytes): the lookup of keel__registry_find
+ * and, for a pointer it does not find, why under the same lock. */
+KEEL_HIDDEN keel__ptr_class_t keel__registry_classify(const void *ptr, size_t bytes, keel__alloc_t *out);
+
+/* The record of recently freed blocks, which keel__registry_classify
+ * consults. It remembers KEEL__FREED_SLOTS blocks. A remembered block's
+ * addresses must not become someone else's host memory meanwhile, or a
+ * valid host pointer would be refused as freed; so a block is remembered
+ * only while that cannot happen: device memory of a GPU (host allocators
+ * never hand out its addresses: keel__host_reusable), a block the core
+ * keeps allocated for the purpose (held: other memory that keel_free
+ * frees, not stream-ordered, of at most KEEL__HOLD_MAX_BYTES, at most
+ * KEEL__HOLD_MAX_BLOCKS of them), or a block a stream keeps for reuse.
+ * Other blocks are not remembered. */
+#define KEEL__FREED_SLOTS 64
+#define KEEL__HOLD_MAX_BYTES ((size_t)1 << 20)
+#define KEEL__HOLD_MAX_BLOCKS 16
+typedef enum keel__freed_state {
+    KEEL__FREED_FORGET = 0,  /* not remembered (any entry of the base is dropped) */
+    KEEL__FREED_RELEASED,    /* given back to the backend; its addresses cannot become host memory */
+    KEEL__FREED_HELD,        /* still allocated: the core releases it when it is no longer remembered */
+    KEEL__FREED_KEPT,        /* kept by a stream for reuse (core/reuse.c) */
+} keel__freed_state_t;
+/* Remembers the freed block a in the given state, dropping any entry of
+ * the same base (KEEL__FREED_FORGET: only that). Held blocks that stop
+ * being remembered to make room are returned in evicted (their number in
+ * *nevicted): the caller releases them through their backend. */
+#define KEEL__RETIRE_EVICTS 3
+KEEL_HIDDEN void keel__registry_retire(const keel__alloc_t *a, keel__freed_state_t state,
+                                       keel__alloc_t evicted[KEEL__RETIRE_EVICTS], int *nevicted);
+/* The stream that kept the block at base gave it back to its backend: a
+ * KEEL__FREED_KEPT entry of base is dropped (forget) or becomes
+ * KEEL__FREED_RELEASED; an entry in another state is left alone. */
+KEEL_HIDDEN void keel__registry_unkeep(uintptr_t base, int forget);
+/* keel__registry_remove, and in the same step remembers the block as
+ * KEEL__FREED_KEPT (for keel_free_async: keel__registry_put_back forgets it
+ * again, keel__reuse_release corrects it when the stream does not keep it). */
+KEEL_HIDDEN keel_status_t keel__registry_remove_kept(void *base, keel__alloc_t *out,
+                                                     keel__alloc_t evicted[KEEL__RETIRE_EVICTS], int *nevicted);
+/* Takes one held block of dev out of the record (to be released by the
+ * caller); 1 if there was one. */
+KEEL_HIDDEN int keel__registry_take_held(struct keel_device *dev, keel__alloc_t *out);
+/* Whether the addresses of a block, once given back to its backend, may be
+ * handed out again as host memory by an allocator Keel does not see: all
+ * but the device memory of a GPU (pinned and managed memory, and every
+ * kind on a CPU device, are host memory underneath). */
+static inline int keel__host_reusable(const struct keel_device *d, keel_memory_kind_t kind)
+{
+    return !d->memory_apart || kind != KEEL_MEMORY_DEVICE;
+}
 
 /* ---- stream-ordered block reuse (core/reuse.c) ----
  * keel_free_async keeps the block it frees on its stream, one per stream and

@@ -77,6 +77,20 @@ keel_status_t keel_module_compile(keel_device_t *device, const char *source, con
 keel_status_t keel_module_unload(keel_module_t *module)
 {
     MODULE(module, "keel_module_unload");
+    /* As keel_free: launches of the module's kernels still queued must be
+     * done before its code goes (the CPU backend unmaps it at once, and
+     * neither cuLibraryUnload nor hipModuleUnload is documented to wait).
+     * They run only on streams of the module's device, so waiting for that
+     * device is enough. A failure leaves the module loaded, to be unloaded
+     * again. */
+    struct keel_device *d = module->device;
+    if (atomic_load(&d->default_stream->capturing))
+        return keel__set_error(KEEL_ERROR_BUSY, "keel_module_unload: the default stream of %s is capturing a graph; "
+                               "unload after the capture ends", d->name);
+    keel_status_t waited = d->plugin->device->synchronize(d->ctx);
+    if (waited != KEEL_OK)
+        return keel__prefix_error(waited, "keel_module_unload: the module stays loaded (call again): %s reported",
+                                  d->name);
     const keel_kernel_vtable_t *kv = module->device->plugin->kernel;
     for (size_t i = 0; i < module->nkernels; i++) {
         struct keel_kernel *k = module->kernels[i];

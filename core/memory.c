@@ -14,6 +14,49 @@ static const char *kind_name(keel_memory_kind_t k)
     }
 }
 
+/* Gives a block that the record of freed blocks held back to its backend.
+ * It was waited for when it was freed, and no Keel call has accepted it
+ * since, so nothing waits here. There is no caller to report a failure to
+ * (the free succeeded long ago): it is logged. */
+static void release_held(const keel__alloc_t *a)
+{
+    struct keel_device *d = a->device;
+    keel_status_t st = d->plugin->memory->free(d->ctx, a->kind, (void *)a->base);
+    if (st != KEEL_OK)
+        keel__log(KEEL_LOG_WARN, "releasing the freed block %p of %s: %s", (void *)a->base, d->name,
+                  keel_status_name(st));
+}
+
+static void release_evicted(const keel__alloc_t *ev, int n)
+{
+    for (int i = 0; i < n; i++)
+        release_held(&ev[i]);
+}
+
+/* Gives back every freed block of dev the record holds, so that an
+ * allocation that failed can try again; 1 if there was any. */
+static int release_all_held(struct keel_device *dev)
+{
+    keel__alloc_t a;
+    int any = 0;
+    while (keel__registry_take_held(dev, &a)) {
+        release_held(&a);
+        any = 1;
+    }
+    return any;
+}
+
+/* After an allocation ran out of memory: gives back the blocks streams keep
+ * for reuse (not for pinned memory, which they never hold) and the freed
+ * blocks the record holds; 1 if anything went back. */
+static int give_back_kept(struct keel_device *dev, keel_memory_kind_t kind)
+{
+    int released = 0;
+    if (kind != KEEL_MEMORY_PINNED && keel__reuse_flush(dev, &released) != KEEL_OK)
+        released = 0;
+    return release_all_held(dev) | released;
+}
+
 static keel_status_t alloc_kind(keel_device_t *device, size_t bytes, void **ptr, keel_memory_kind_t kind,
                                 const char *fn)
 {
@@ -25,10 +68,8 @@ static keel_status_t alloc_kind(keel_device_t *device, size_t bytes, void **ptr,
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: size is 0 bytes", fn);
     void *p = NULL;
     st = device->plugin->memory->alloc(device->ctx, kind, bytes, &p);
-    int released = 0;
-    if (st == KEEL_ERROR_OUT_OF_MEMORY && kind != KEEL_MEMORY_PINNED &&
-        keel__reuse_flush(device, &released) == KEEL_OK && released)
-        st = device->plugin->memory->alloc(device->ctx, kind, bytes, &p); /* blocks kept for reuse are back */
+    if (st == KEEL_ERROR_OUT_OF_MEMORY && give_back_kept(device, kind))
+        st = device->plugin->memory->alloc(device->ctx, kind, bytes, &p); /* kept and held blocks are back */
     if (st != KEEL_OK)
         return keel__prefix_error(st, "%s: %zu bytes of %s memory on %s", fn, bytes, kind_name(kind), device->name);
     st = keel__registry_add(p, bytes, kind, device, 0);
@@ -58,9 +99,14 @@ keel_status_t keel_malloc_managed(keel_device_t *device, size_t bytes, void **pt
 static keel_status_t unknown_pointer(const char *fn, const void *ptr)
 {
     keel__alloc_t a;
-    if (keel__registry_find(ptr, &a))
+    keel__ptr_class_t c = keel__registry_classify(ptr, 0, &a);
+    if (c == KEEL__PTR_LIVE)
         return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%s: %p is inside an allocation of %zu bytes at %p, not its start",
                                fn, ptr, a.size, (void *)a.base);
+    if (c == KEEL__PTR_FREED)
+        return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%s: %p %s the %s block of %zu bytes at %p on %s, which was "
+                               "already freed", fn, ptr, a.base == (uintptr_t)ptr ? "is" : "is inside",
+                               kind_name(a.kind), a.size, (void *)a.base, a.device->name);
     return keel__set_error(KEEL_ERROR_INVALID_POINTER,
                            "%s: %p is not a live Keel allocation (never allocated by Keel, or already freed)", fn, ptr);
 }
@@ -72,6 +118,34 @@ static keel_status_t not_freed(keel_status_t st, const char *fn, const void *ptr
                               d->name);
 }
 
+/* Waits for the owner of a and for every device in reach; on a failure
+ * sets *failed to the device that reported it. */
+static keel_status_t wait_for_devices(struct keel_device *owner, uint64_t reach, int owner_too,
+                                      struct keel_device **failed)
+{
+    keel_status_t st;
+    if (owner_too && (st = owner->plugin->device->synchronize(owner->ctx)) != KEEL_OK) {
+        *failed = owner;
+        return st;
+    }
+    reach &= ~keel__reach_bit(owner);
+    while (reach) {
+        unsigned slot = (unsigned)__builtin_ctzll(reach);
+        reach &= reach - 1;
+        if (slot == KEEL__REACH_SLOTS) {
+            if ((st = keel__synchronize_far_devices(owner, failed)) != KEEL_OK)
+                return st;
+            continue;
+        }
+        struct keel_device *d = keel__device_at_slot(slot);
+        if (d && (st = d->plugin->device->synchronize(d->ctx)) != KEEL_OK) {
+            *failed = d;
+            return st;
+        }
+    }
+    return KEEL_OK;
+}
+
 keel_status_t keel_free(void *ptr)
 {
     if (!ptr)
@@ -79,18 +153,36 @@ keel_status_t keel_free(void *ptr)
     keel__alloc_t a;
     if (!keel__registry_find(ptr, &a) || a.base != (uintptr_t)ptr)
         return unknown_pointer("keel_free", ptr);
-    struct keel_device *d = a.device;
+    struct keel_device *d = a.device, *failed = d;
     if (atomic_load(&d->default_stream->capturing))
         return keel__set_error(KEEL_ERROR_BUSY, "keel_free: the default stream of %s is capturing a graph; free after "
                                "the capture ends", d->name);
-    /* As cudaFree: no queued work may still touch the memory. The entry
-     * stays in the registry until the block is really gone, so a failure
-     * here leaves a block the caller can free again. */
-    keel_status_t st = d->plugin->device->synchronize(d->ctx);
+    /* As cudaFree: no queued work may still touch the memory, on the owning
+     * device or on any other device whose streams were handed the block.
+     * The entry stays in the registry until the block is really gone, so a
+     * failure here leaves a block the caller can free again. */
+    keel_status_t st = wait_for_devices(d, a.reach, 1, &failed);
     if (st != KEEL_OK)
-        return not_freed(st, "keel_free", ptr, d);
+        return not_freed(st, "keel_free", ptr, failed);
+    uint64_t waited = a.reach;
     if (keel__registry_remove(ptr, &a) != KEEL_OK) /* lost a race with another free */
         return unknown_pointer("keel_free", ptr);
+    if (KEEL__UNLIKELY(a.reach & ~waited) && /* a copy on another device came in meanwhile */
+        (st = wait_for_devices(d, a.reach & ~waited, 0, &failed)) != KEEL_OK) {
+        keel__registry_put_back(&a);
+        return not_freed(st, "keel_free", ptr, failed);
+    }
+    keel__alloc_t ev[KEEL__RETIRE_EVICTS];
+    int nev = 0;
+    int reusable = keel__host_reusable(d, a.kind);
+    if (reusable && a.size <= KEEL__HOLD_MAX_BYTES && !a.stream_ordered) {
+        /* Kept allocated while the record remembers it (internal.h). A
+         * stream-ordered block is not: its release is ordered on a stream,
+         * whose wait could report the errors of unrelated work. */
+        keel__registry_retire(&a, KEEL__FREED_HELD, ev, &nev);
+        release_evicted(ev, nev);
+        return KEEL_OK;
+    }
     if (a.stream_ordered && d->plugin->memory->free_async) {
         void *sctx = d->default_stream->ctx;
         st = d->plugin->memory->free_async(sctx, ptr);
@@ -100,9 +192,11 @@ keel_status_t keel_free(void *ptr)
         st = d->plugin->memory->free(d->ctx, a.kind, ptr);
     }
     if (st != KEEL_OK) {
-        keel__registry_add(ptr, a.size, a.kind, d, a.stream_ordered);
+        keel__registry_put_back(&a);
         return not_freed(st, "keel_free", ptr, d);
     }
+    keel__registry_retire(&a, reusable ? KEEL__FREED_FORGET : KEEL__FREED_RELEASED, ev, &nev);
+    release_evicted(ev, nev);
     return KEEL_OK;
 }
 
@@ -137,9 +231,8 @@ keel_status_t keel_malloc_async(keel_stream_t *stream, size_t bytes, void **ptr)
     if (!hit) {
         stream_ordered = m->alloc_async != NULL;
         st = alloc_async_once(stream, bytes, &p);
-        int released = 0;
-        if (st == KEEL_ERROR_OUT_OF_MEMORY && keel__reuse_flush(d, &released) == KEEL_OK && released)
-            st = alloc_async_once(stream, bytes, &p); /* blocks kept for reuse are back */
+        if (st == KEEL_ERROR_OUT_OF_MEMORY && give_back_kept(d, KEEL_MEMORY_DEVICE))
+            st = alloc_async_once(stream, bytes, &p); /* kept and held blocks are back */
         if (st != KEEL_OK)
             return keel__prefix_error(st, "keel_malloc_async: %zu bytes on %s", bytes, d->name);
     }
@@ -160,13 +253,19 @@ keel_status_t keel_free_async(void *ptr, keel_stream_t *stream)
     if (atomic_load(&stream->capturing))
         return keel__set_error(KEEL_ERROR_BUSY, "keel_free_async: the stream is capturing a graph; a stream-ordered "
                                "free cannot be captured (each replay would free the block again)");
-    /* One registry operation on the hot path: take the entry out, put it
-     * back if the call turns out to be wrong. */
-    keel__alloc_t a;
-    if (keel__registry_remove(ptr, &a) != KEEL_OK)
+    /* One registry operation on the hot path: take the entry out (and
+     * remember the block as kept for reuse, before the stream may keep it:
+     * once kept, another call on the stream may take it back and free it
+     * again, and its entry must then replace this one, not the other way
+     * round), put it back if the call turns out to be wrong. If the stream
+     * does not keep it, keel__reuse_release corrects the record. */
+    keel__alloc_t a, ev[KEEL__RETIRE_EVICTS];
+    int nev = 0;
+    if (keel__registry_remove_kept(ptr, &a, ev, &nev) != KEEL_OK)
         return unknown_pointer("keel_free_async", ptr);
+    release_evicted(ev, nev);
     if (KEEL__UNLIKELY(a.device != stream->device || a.kind != KEEL_MEMORY_DEVICE)) {
-        keel__registry_add(ptr, a.size, a.kind, a.device, a.stream_ordered);
+        keel__registry_put_back(&a);
         if (a.device != stream->device)
             return keel__set_error(KEEL_ERROR_DEVICE_MISMATCH, "keel_free_async: %p belongs to %s, the stream to %s",
                                    ptr, a.device->name, stream->device->name);
@@ -176,7 +275,7 @@ keel_status_t keel_free_async(void *ptr, keel_stream_t *stream)
     }
     keel_status_t st = keel__reuse_put(stream, ptr, a.size, a.stream_ordered);
     if (st != KEEL_OK) {
-        keel__registry_add(ptr, a.size, a.kind, a.device, a.stream_ordered);
+        keel__registry_put_back(&a);
         return not_freed(st, "keel_free_async", ptr, stream->device);
     }
     return KEEL_OK;
@@ -188,12 +287,46 @@ typedef struct side {
     int known;
 } side_t;
 
+/* A pointer in no live allocation that is no host memory either: the end
+ * of an allocation, a range that runs into one, or a freed block. */
+static keel_status_t not_host_memory(const char *fn, const char *role, const void *ptr, size_t bytes,
+                                     keel__ptr_class_t c, const keel__alloc_t *a)
+{
+    const char *dir = strcmp(role, "dst") == 0 ? "to" : "from";
+    switch (c) {
+    case KEEL__PTR_PAST_END:
+        return keel__set_error(KEEL_ERROR_OUT_OF_RANGE,
+                               "%s: %s %p is one past the end of the %s allocation of %zu bytes at %p on %s; a copy "
+                               "of %zu bytes %s it is outside the allocation",
+                               fn, role, ptr, kind_name(a->kind), a->size, (void *)a->base, a->device->name, bytes,
+                               dir);
+    case KEEL__PTR_RUNS_INTO:
+        return keel__set_error(KEEL_ERROR_OUT_OF_RANGE,
+                               "%s: %zu bytes %s %s %p run into the %s allocation of %zu bytes at %p on %s from "
+                               "outside it",
+                               fn, bytes, dir, role, ptr, kind_name(a->kind), a->size, (void *)a->base,
+                               a->device->name);
+    default:
+        if ((uintptr_t)ptr - a->base < a->size)
+            return keel__set_error(KEEL_ERROR_INVALID_POINTER,
+                                   "%s: %s %p is in the %s block of %zu bytes at %p on %s, which was freed", fn, role,
+                                   ptr, kind_name(a->kind), a->size, (void *)a->base, a->device->name);
+        return keel__set_error(KEEL_ERROR_INVALID_POINTER,
+                               "%s: %zu bytes %s %s %p run into the %s block of %zu bytes at %p on %s, which was freed",
+                               fn, bytes, dir, role, ptr, kind_name(a->kind), a->size, (void *)a->base,
+                               a->device->name);
+    }
+}
+
 static keel_status_t resolve(const char *fn, const char *role, const void *ptr, size_t bytes, side_t *s)
 {
     if (!ptr)
         return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%s: %s is NULL", fn, role);
-    s->known = keel__registry_find(ptr, &s->a);
+    keel__ptr_class_t c = keel__registry_classify(ptr, bytes, &s->a);
+    s->known = c == KEEL__PTR_LIVE;
     if (!s->known) {
+        if (KEEL__UNLIKELY(c != KEEL__PTR_UNKNOWN))
+            return not_host_memory(fn, role, ptr, bytes, c, &s->a);
         memset(&s->a, 0, sizeof(s->a));
         s->a.kind = KEEL_MEMORY_HOST;
         return KEEL_OK;
@@ -206,6 +339,15 @@ static keel_status_t resolve(const char *fn, const char *role, const void *ptr, 
                                fn, bytes, strcmp(role, "dst") == 0 ? "to" : "from", ptr, kind_name(s->a.kind),
                                s->a.size, (void *)s->a.base, offset, s->a.size - offset);
     return KEEL_OK;
+}
+
+/* Records that a stream of dev is handed the block of s, when dev is not
+ * its owner and is not recorded yet; nothing on the common path of a block
+ * used on its own device. */
+static inline void note_reach(const side_t *s, struct keel_device *dev)
+{
+    if (s->known && KEEL__UNLIKELY(s->a.device != dev) && !(s->a.reach & keel__reach_bit(dev)))
+        keel__registry_add_reach(s->a.base, dev);
 }
 
 /* Memory of the CPU backend is plain host memory to any other backend. */
@@ -303,6 +445,9 @@ keel_status_t keel_memcpy_async(void *dst, const void *src, size_t bytes, keel_s
     if (bytes == 0)
         return KEEL_OK;
     struct keel_backend *b = stream->device->backend;
+    /* The owners as the registry has them: CPU memory seen by another
+     * backend is host memory to the copy, but keel_free must still wait. */
+    const side_t od = d, orr = r;
     as_seen_by(&d, b);
     as_seen_by(&r, b);
     side_t *sides[2] = {&d, &r};
@@ -324,6 +469,8 @@ keel_status_t keel_memcpy_async(void *dst, const void *src, size_t bytes, keel_s
                                        "keel_memcpy_async: %s is device memory of %s, the stream is on %s",
                                        i ? "src" : "dst", sides[i]->a.device->name, stream->device->name);
     }
+    note_reach(&od, stream->device);
+    note_reach(&orr, stream->device);
     return do_copy(stream, dst, &d, src, &r, bytes, peer, 0);
 }
 
@@ -363,6 +510,7 @@ keel_status_t keel_memset_async(void *ptr, int value, size_t bytes, keel_stream_
         (s.a.kind == KEEL_MEMORY_DEVICE && s.a.device != stream->device))
         return keel__set_error(KEEL_ERROR_DEVICE_MISMATCH, "keel_memset_async: %p is %s memory of %s, the stream is on %s",
                                ptr, kind_name(s.a.kind), s.a.device->name, stream->device->name);
+    note_reach(&s, stream->device);
     return stream->device->plugin->memory->memset_async(stream->ctx, ptr, value, bytes);
 }
 

@@ -7,7 +7,12 @@
  * address" in O(log n), since allocations never overlap. The tree is kept
  * lazily: a new allocation waits on a pending list until an interior lookup
  * needs the tree, so a steady allocate/free loop (keel_malloc_async +
- * keel_free_async) never touches it. Nodes are recycled through a free list. */
+ * keel_free_async) never touches it. Nodes are recycled through a free list.
+ *
+ * Beside the live allocations, a small record of recently freed blocks
+ * (see internal.h for which blocks it may hold) lets a copy tell a freed
+ * pointer from host memory. It is consulted only for a pointer that is in
+ * no live allocation, under the same lock as that lookup. */
 #include <search.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -71,6 +76,18 @@ static _Thread_local struct {
     keel__alloc_t a[CACHE_WAYS];
 } cache;
 
+/* The record of freed blocks: a ring, newest at freed_next - 1. A base
+ * has at most one entry (keel__registry_retire drops the older one), and
+ * freed_base mirrors the bases so that the search for one is a tight loop. */
+typedef struct freed {
+    keel__alloc_t a;
+    keel__freed_state_t state; /* KEEL__FREED_FORGET: an empty slot */
+} freed_t;
+static freed_t freed[KEEL__FREED_SLOTS];
+static uintptr_t freed_base[KEEL__FREED_SLOTS];
+static unsigned freed_next;
+static unsigned freed_held;
+
 /* Orders by base; a probe of size 0 matches the allocation that contains it. */
 static int compare(const void *x_, const void *y_)
 {
@@ -80,6 +97,19 @@ static int compare(const void *x_, const void *y_)
     if (y->size == 0 && y->base >= x->base && y->base - x->base < x->size)
         return 0;
     return x->base < y->base ? -1 : x->base > y->base ? 1 : 0;
+}
+
+/* Orders a probe range (first argument, size > 0) against allocations:
+ * 0 when they overlap. Allocations never overlap one another, so this is
+ * consistent with the tree's order by base. */
+static int compare_overlap(const void *probe_, const void *y_)
+{
+    const keel__alloc_t *p = probe_, *y = y_;
+    if (p->base + p->size <= y->base)
+        return -1;
+    if (p->base >= y->base + y->size)
+        return 1;
+    return 0;
 }
 
 static void pending_unlink(node_t *n)
@@ -117,10 +147,75 @@ static void release(node_t *n)
     spare = n;
 }
 
-keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kind, struct keel_device *dev,
-                                 int stream_ordered)
+/* ---- the record of freed blocks (all under the lock) ---- */
+
+static void freed_clear(unsigned i)
 {
-    uintptr_t key = (uintptr_t)base;
+    if (freed[i].state == KEEL__FREED_HELD)
+        freed_held--;
+    freed[i].state = KEEL__FREED_FORGET;
+    freed_base[i] = 0;
+}
+
+static int freed_find_base(uintptr_t base)
+{
+    for (unsigned i = 0; i < KEEL__FREED_SLOTS; i++)
+        if (freed_base[i] == base && freed[i].state != KEEL__FREED_FORGET)
+            return (int)i;
+    return -1;
+}
+
+static void retire_locked(const keel__alloc_t *a, keel__freed_state_t state,
+                          keel__alloc_t evicted[KEEL__RETIRE_EVICTS], int *nevicted)
+{
+    *nevicted = 0;
+    unsigned newest = (freed_next + KEEL__FREED_SLOTS - 1) % KEEL__FREED_SLOTS;
+    int at;
+    /* The block freed last is often the one freed before it (a stream
+     * reusing one block): then its own slot is the newest and nothing else
+     * needs a look. */
+    if (freed_base[newest] == a->base && freed[newest].state != KEEL__FREED_FORGET)
+        at = (int)newest;
+    else
+        at = freed_find_base(a->base);
+    if (at >= 0) {
+        /* A held entry of the same base cannot be there (a held block is
+         * still allocated, so no allocation can have its base); should one
+         * be, it is released rather than lost. */
+        if (freed[at].state == KEEL__FREED_HELD)
+            evicted[(*nevicted)++] = freed[at].a;
+        freed_clear((unsigned)at);
+    }
+    if (state != KEEL__FREED_FORGET) {
+        unsigned i = at == (int)newest ? newest : freed_next;
+        if (i == freed_next) {
+            if (freed[i].state == KEEL__FREED_HELD)
+                evicted[(*nevicted)++] = freed[i].a;
+            freed_clear(i);
+            freed_next = (freed_next + 1) % KEEL__FREED_SLOTS;
+        }
+        freed[i].a = *a;
+        freed[i].a.reach = 0;
+        freed[i].state = state;
+        freed_base[i] = a->base;
+        if (state == KEEL__FREED_HELD && ++freed_held > KEEL__HOLD_MAX_BLOCKS) {
+            /* Too many held: the oldest held one goes back (and is forgotten). */
+            for (unsigned k = 0; k < KEEL__FREED_SLOTS; k++) {
+                unsigned j = (freed_next + k) % KEEL__FREED_SLOTS;
+                if (freed[j].state == KEEL__FREED_HELD && j != i) {
+                    evicted[(*nevicted)++] = freed[j].a;
+                    freed_clear(j);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+static keel_status_t add(const keel__alloc_t *a)
+{
+    uintptr_t key = a->base;
+    void *base = (void *)key;
     pthread_mutex_lock(&lock);
     node_t *n;
     HASH_FIND(hh, table, &key, sizeof(key), n);
@@ -135,9 +230,9 @@ keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kin
     } else if (!(n = malloc(sizeof(*n)))) {
         pthread_mutex_unlock(&lock);
         return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY,
-                               "allocation registry: out of host memory to record %zu bytes at %p", size, base);
+                               "allocation registry: out of host memory to record %zu bytes at %p", a->size, base);
     }
-    n->a = (keel__alloc_t){key, size, kind, dev, stream_ordered};
+    n->a = *a;
     int hash_oom = 0;
     HASH_ADD(hh, table, a.base, sizeof(key), n);
     if (hash_oom) {
@@ -145,7 +240,7 @@ keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kin
         spare = n;
         pthread_mutex_unlock(&lock);
         return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY,
-                               "allocation registry: out of host memory to record %zu bytes at %p", size, base);
+                               "allocation registry: out of host memory to record %zu bytes at %p", a->size, base);
     }
     n->in_tree = 0;
     n->prev = NULL;
@@ -156,6 +251,28 @@ keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kin
     bump_generation();
     pthread_mutex_unlock(&lock);
     return KEEL_OK;
+}
+
+keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kind, struct keel_device *dev,
+                                 int stream_ordered)
+{
+    keel__alloc_t a = {.base = (uintptr_t)base, .size = size, .kind = kind, .device = dev,
+                       .stream_ordered = stream_ordered};
+    return add(&a);
+}
+
+keel_status_t keel__registry_put_back(const keel__alloc_t *a)
+{
+    keel_status_t st = add(a);
+    if (st == KEEL_OK) {
+        /* It is live again: what the record says of its base no longer holds. */
+        keel__alloc_t ev[KEEL__RETIRE_EVICTS];
+        int nev = 0;
+        pthread_mutex_lock(&lock);
+        retire_locked(a, KEEL__FREED_FORGET, ev, &nev);
+        pthread_mutex_unlock(&lock);
+    }
+    return st;
 }
 
 /* Under the lock: the allocation holding ptr, or NULL (with *oom set when the tree could not grow). */
@@ -169,22 +286,25 @@ static node_t *lookup(uintptr_t key, int *oom)
         *oom = 1;
         return NULL;
     }
-    keel__alloc_t probe = {key, 0, KEEL_MEMORY_HOST, NULL, 0};
+    keel__alloc_t probe = {.base = key, .kind = KEEL_MEMORY_HOST};
     keel__alloc_t **slot = tfind(&probe, &tree, compare);
     /* a is the node's first member, so the tree's pointer is the node's. */
     return slot ? (node_t *)*slot : NULL;
 }
 
-keel_status_t keel__registry_remove(void *base, keel__alloc_t *out)
+/* With evicted, the removed block is remembered as kept in the same step. */
+static keel_status_t remove_entry(void *base, keel__alloc_t *out, keel__alloc_t *evicted, int *nevicted)
 {
     uintptr_t key = (uintptr_t)base;
-    keel__alloc_t holder = {0, 0, KEEL_MEMORY_HOST, NULL, 0};
+    keel__alloc_t holder = {.kind = KEEL_MEMORY_HOST};
     int oom = 0;
     pthread_mutex_lock(&lock);
     node_t *n = lookup(key, &oom);
     if (n && n->a.base == key) {
         if (out)
             *out = n->a;
+        if (evicted)
+            retire_locked(&n->a, KEEL__FREED_KEPT, evicted, nevicted);
         release(n);
         bump_generation();
         pthread_mutex_unlock(&lock);
@@ -201,9 +321,66 @@ keel_status_t keel__registry_remove(void *base, keel__alloc_t *out)
     return KEEL_ERROR_INVALID_POINTER; /* the caller words the message */
 }
 
+keel_status_t keel__registry_remove(void *base, keel__alloc_t *out)
+{
+    return remove_entry(base, out, NULL, NULL);
+}
+
+keel_status_t keel__registry_remove_kept(void *base, keel__alloc_t *out, keel__alloc_t evicted[KEEL__RETIRE_EVICTS],
+                                         int *nevicted)
+{
+    *nevicted = 0;
+    return remove_entry(base, out, evicted, nevicted);
+}
+
+/* Under the lock: the newest freed entry that overlaps [key, end), or NULL. */
+static const freed_t *freed_overlapping(uintptr_t key, uintptr_t end)
+{
+    for (unsigned i = 1; i <= KEEL__FREED_SLOTS; i++) {
+        const freed_t *f = &freed[(freed_next + KEEL__FREED_SLOTS - i) % KEEL__FREED_SLOTS];
+        if (f->state != KEEL__FREED_FORGET && key < f->a.base + f->a.size && f->a.base < end)
+            return f;
+    }
+    return NULL;
+}
+
+/* Under the lock, for a pointer in no live allocation: why (see
+ * keel__ptr_class_t). A freed block that holds key itself comes first, then
+ * the allocation key is the end of, then one the range runs into, then a
+ * freed block it runs into. */
+static keel__ptr_class_t explain_locked(uintptr_t key, size_t bytes, keel__alloc_t *out)
+{
+    uintptr_t end = bytes > UINTPTR_MAX - key ? UINTPTR_MAX : key + bytes;
+    const freed_t *f = freed_overlapping(key, key + 1);
+    if (f) {
+        *out = f->a;
+        return KEEL__PTR_FREED;
+    }
+    if (bytes == 0)
+        return KEEL__PTR_UNKNOWN;
+    /* One search for [key - 1, end): an allocation holding key - 1 ends at
+     * key (key itself is in none), any other overlaps [key, end). */
+    uintptr_t from = key > 0 ? key - 1 : 0;
+    if (flush_pending() == 0) {
+        keel__alloc_t probe = {.base = from, .size = end - from};
+        keel__alloc_t **slot = tfind(&probe, &tree, compare_overlap);
+        if (slot) {
+            *out = **slot;
+            return out->base + out->size == key ? KEEL__PTR_PAST_END : KEEL__PTR_RUNS_INTO;
+        }
+    }
+    if ((f = freed_overlapping(key, end)) != NULL) {
+        *out = f->a;
+        return KEEL__PTR_FREED;
+    }
+    return KEEL__PTR_UNKNOWN;
+}
+
 /* The lookup under the lock, and the cache refill: out of line, so the hit
- * path below is a leaf that saves no registers. Returns the cache entry. */
-static __attribute__((noinline)) const keel__alloc_t *find_locked(uintptr_t key)
+ * path below is a leaf that saves no registers. Returns the cache entry.
+ * With why, a pointer it does not find is explained there and in *near. */
+static __attribute__((noinline)) const keel__alloc_t *find_locked(uintptr_t key, size_t bytes,
+                                                                  keel__ptr_class_t *why, keel__alloc_t *near)
 {
     int oom = 0;
     keel__alloc_t found;
@@ -211,6 +388,8 @@ static __attribute__((noinline)) const keel__alloc_t *find_locked(uintptr_t key)
     node_t *n = lookup(key, &oom);
     if (n)
         found = n->a;
+    else if (why)
+        *why = explain_locked(key, bytes, near);
     unsigned long g = atomic_load_explicit(&generation, memory_order_relaxed);
     pthread_mutex_unlock(&lock);
     if (!n)
@@ -238,7 +417,7 @@ const keel__alloc_t *keel__registry_lookup(const void *ptr)
                 return &cache.a[i];
         }
     }
-    return find_locked(key);
+    return find_locked(key, 0, NULL, NULL);
 }
 
 int keel__registry_find(const void *ptr, keel__alloc_t *out)
@@ -248,4 +427,75 @@ int keel__registry_find(const void *ptr, keel__alloc_t *out)
         return 0;
     *out = *a;
     return 1;
+}
+
+keel__ptr_class_t keel__registry_classify(const void *ptr, size_t bytes, keel__alloc_t *out)
+{
+    uintptr_t key = (uintptr_t)ptr;
+    unsigned long g = atomic_load_explicit(&generation, memory_order_acquire);
+    if (cache.generation == g) {
+        for (int i = 0; i < CACHE_WAYS; i++) {
+            if (key - cache.a[i].base < cache.a[i].size) {
+                *out = cache.a[i];
+                return KEEL__PTR_LIVE;
+            }
+        }
+    }
+    keel__ptr_class_t why = KEEL__PTR_UNKNOWN;
+    const keel__alloc_t *a = find_locked(key, bytes, &why, out);
+    if (a) {
+        *out = *a;
+        return KEEL__PTR_LIVE;
+    }
+    return why;
+}
+
+void keel__registry_add_reach(uintptr_t base, struct keel_device *dev)
+{
+    uint64_t bit = keel__reach_bit(dev);
+    node_t *n;
+    pthread_mutex_lock(&lock);
+    HASH_FIND(hh, table, &base, sizeof(base), n);
+    if (n && n->a.device != dev && !(n->a.reach & bit)) {
+        n->a.reach |= bit;
+        /* Copies of the entry in the threads' caches lack the bit. */
+        bump_generation();
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void keel__registry_retire(const keel__alloc_t *a, keel__freed_state_t state,
+                           keel__alloc_t evicted[KEEL__RETIRE_EVICTS], int *nevicted)
+{
+    pthread_mutex_lock(&lock);
+    retire_locked(a, state, evicted, nevicted);
+    pthread_mutex_unlock(&lock);
+}
+
+void keel__registry_unkeep(uintptr_t base, int forget)
+{
+    pthread_mutex_lock(&lock);
+    int at = freed_find_base(base);
+    if (at >= 0 && freed[at].state == KEEL__FREED_KEPT) {
+        if (forget)
+            freed_clear((unsigned)at);
+        else
+            freed[at].state = KEEL__FREED_RELEASED;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+int keel__registry_take_held(struct keel_device *dev, keel__alloc_t *out)
+{
+    int found = 0;
+    pthread_mutex_lock(&lock);
+    for (unsigned i = 0; i < KEEL__FREED_SLOTS && !found; i++) {
+        if (freed[i].state == KEEL__FREED_HELD && freed[i].a.device == dev) {
+            *out = freed[i].a;
+            freed_clear(i);
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return found;
 }

@@ -799,6 +799,78 @@ KT_DEVICE_TEST(unloaded_module_and_its_kernels_are_stale)
     }
 }
 
+/* keel_module_unload waits for the launches of its kernels that are still
+ * queued, as keel_free waits for work on the memory: a launch held behind a
+ * host function has run, with the right result, by the time the unload
+ * returns. On the CPU a second load of the same shared object keeps it
+ * mapped, so an unload that does not wait shows up as a launch still
+ * pending instead of a jump into unmapped code. */
+KT_DEVICE_TEST(module_unload_waits_for_pending_launches)
+{
+    enum { N = 1000 };
+    keel_module_t *m = NULL, *keep = NULL;
+    if (kt_is_cpu(dev)) {
+        KT_OK(keel_module_load_file(dev, MODULE_PATH, &keep));
+        KT_OK(keel_module_load_file(dev, MODULE_PATH, &m));
+    } else {
+        keel_status_t st = keel_module_compile(dev, gpu_source, "unload.cu", NULL, 0, &m);
+        if (st == KEEL_ERROR_NOT_SUPPORTED)
+            return;
+        ck_assert_msg(st == KEEL_OK, "%scompiling the test kernels: %s (%s)", kt_where(), keel_status_name(st),
+                      keel_last_error());
+    }
+    keel_kernel_t *k = NULL;
+    KT_OK(keel_module_get_kernel(m, "saxpy", &k));
+    /* The wait is for the whole device, which a capture on its default
+     * stream forbids: refused, and the module stays usable. */
+    keel_stream_t *ds = NULL;
+    KT_OK(keel_device_default_stream(dev, &ds));
+    if (keel_stream_begin_capture(ds) == KEEL_OK) {
+        KT_FAIL(KEEL_ERROR_BUSY, keel_module_unload(m));
+        KT_DETAIL_HAS("keel_module_unload");
+        keel_graph_t *graph = NULL;
+        KT_OK(keel_stream_end_capture(ds, &graph));
+        KT_OK(keel_graph_destroy(graph));
+    }
+    float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+    double *ref = malloc(N * sizeof(double));
+    kt_fill_random_f32(x, N);
+    kt_fill_random_f32(y, N);
+    const float a = 1.75f;
+    for (int i = 0; i < N; i++)
+        ref[i] = (double)a * x[i] + y[i];
+    float *dx = NULL, *dy = NULL;
+    KT_OK(keel_malloc(dev, N * sizeof(float), (void **)&dx));
+    KT_OK(keel_malloc(dev, N * sizeof(float), (void **)&dy));
+    KT_OK(keel_memcpy(dx, x, N * sizeof(float)));
+    KT_OK(keel_memcpy(dy, y, N * sizeof(float)));
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    kt_gate_t *g = kt_gate_new();
+    KT_OK(kt_gate_enqueue(g, s));
+    KT_OK(kt_launch_saxpy(k, s, N, a, dx, dy));
+    ck_assert_int_eq(kt_gate_open_later(g, 200), 0);
+    KT_OK(keel_module_unload(m));
+    ck_assert_msg(keel_stream_query(s) == KEEL_OK,
+                  "%skeel_module_unload returned while a launch of its kernel was still queued", kt_where());
+    KT_OK(keel_stream_synchronize(s));
+    KT_OK(keel_memcpy(y, dy, N * sizeof(float)));
+    long bad = kt_check_f32(y, ref, N, 1e-6, 1e-6);
+    ck_assert_msg(bad < 0, "%sy[%ld] = %.9g, expected %.9g", kt_where(), bad, bad < 0 ? 0 : y[bad],
+                  bad < 0 ? 0 : ref[bad]);
+    /* The module is gone, the stream lives on. */
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_module_get_kernel(m, "saxpy", &k));
+    if (keep)
+        KT_OK(keel_module_unload(keep));
+    KT_OK(keel_stream_destroy(s));
+    kt_gate_free(g);
+    KT_OK(keel_free(dx));
+    KT_OK(keel_free(dy));
+    free(x);
+    free(y);
+    free(ref);
+}
+
 static void never_called(const keel_cpu_kernel_ctx_t *ctx, void **args)
 {
     (void)ctx;
@@ -908,6 +980,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, occupancy_of_a_refused_launch_is_zero);
     kt_add_device_test(tc, module_loading_errors);
     kt_add_device_test(tc, unloaded_module_and_its_kernels_are_stale);
+    kt_add_device_test(tc, module_unload_waits_for_pending_launches);
     kt_add_device_test(tc, register_cpu_rejects_bad_descriptors);
     suite_add_tcase(s, tc);
     TCase *ta = kt_tcase_create("all-devices", 60);

@@ -475,6 +475,180 @@ KT_DEVICE_TEST(copies_between_devices_of_one_backend)
     free(dst);
 }
 
+/* keel_free waits for every device whose streams were handed the block, not
+ * only for its own: a copy out of the block queued behind a held stream of
+ * another device (pinned memory read by that device's stream, device memory
+ * by a peer copy, or, for CPU memory, a stream of another backend) has run,
+ * with the block's data, by the time keel_free returns. The gate opens by
+ * itself after a while, so a free that waits returns. */
+static void free_waits_for_another_device(keel_device_t *dev, keel_device_t *other, keel_memory_kind_t kind)
+{
+    enum { N = 64 << 10 };
+    unsigned char *src = malloc(N), *dst = malloc(N);
+    kt_fill_random_bytes(src, N);
+    kt_poison(dst, N);
+    void *p = NULL, *q = NULL;
+    KT_OK(alloc_kind(dev, kind, N, &p));
+    KT_OK(keel_memcpy(p, src, N));
+    /* Device memory leaves its device only by a copy into the other device's memory. */
+    if (kind == KEEL_MEMORY_DEVICE)
+        KT_OK(keel_malloc(other, N, &q));
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(other, 0, 0, &s));
+    kt_gate_t *g = kt_gate_new();
+    KT_OK(kt_gate_enqueue(g, s));
+    KT_OK(keel_memcpy_async(q ? q : dst, p, N, s));
+    ck_assert_int_eq(kt_gate_open_later(g, 200), 0);
+    KT_OK(keel_free(p));
+    ck_assert_msg(keel_stream_query(s) == KEEL_OK,
+                  "%skeel_free of %s memory returned while a copy out of it was still queued on %s", kt_where(),
+                  kind == KEEL_MEMORY_DEVICE ? "device" : "pinned", keel_device_name(other));
+    KT_OK(keel_stream_synchronize(s));
+    if (q)
+        KT_OK(keel_memcpy(dst, q, N));
+    ck_assert_msg(memcmp(src, dst, N) == 0, "%sthe copy on %s did not read the freed block's data", kt_where(),
+                  keel_device_name(other));
+    KT_OK(keel_stream_destroy(s));
+    kt_gate_free(g);
+    KT_OK(keel_free(q));
+    free(src);
+    free(dst);
+}
+
+/* A device of a GPU backend (the check-only fake backends run host functions
+ * on the calling thread, so a gate would hold the test itself). */
+static int is_gpu(keel_device_t *d)
+{
+    keel_device_properties_t p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    return d && keel_device_get_properties(d, &p) == KEEL_OK &&
+           (strcmp(p.backend, "cuda") == 0 || strcmp(p.backend, "hip") == 0);
+}
+
+KT_DEVICE_TEST(free_waits_for_copies_queued_on_other_devices)
+{
+    keel_device_t *other = kt_other_device(dev), *foreign = kt_is_cpu(dev) ? kt_foreign_device(dev) : NULL;
+    if (!is_gpu(foreign))
+        foreign = NULL;
+    if (other == NULL && foreign == NULL) {
+        ck_assert_msg(!(kt_cpu_devices_env() && kt_is_cpu(dev)), "KEEL_CPU_DEVICES is set, yet one CPU device");
+        return; /* run again with KEEL_CPU_DEVICES=3 by kt_main */
+    }
+    if (other) {
+        free_waits_for_another_device(dev, other, KEEL_MEMORY_PINNED);
+        free_waits_for_another_device(dev, other, KEEL_MEMORY_DEVICE);
+    }
+    /* CPU memory is host memory to another backend's stream. */
+    if (foreign) {
+        free_waits_for_another_device(dev, foreign, KEEL_MEMORY_PINNED);
+        free_waits_for_another_device(dev, foreign, KEEL_MEMORY_DEVICE);
+    }
+}
+
+/* Copies refuse what memset and the built-in operations refuse: the pointer
+ * one past the end of a live allocation (for a nonzero size), a host range
+ * that runs into an allocation, and a freed block, whether freed by
+ * keel_free or by keel_free_async. None of them writes anything. */
+static void ptr_text(char *buf, size_t cap, const void *p)
+{
+    snprintf(buf, cap, "%p", p);
+}
+
+KT_DEVICE_TEST(copies_refuse_the_end_of_an_allocation_and_freed_blocks)
+{
+    enum { N = 4096 + 17 };
+    unsigned char host[256], back[256];
+    kt_fill_random_bytes(host, sizeof host);
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    char want_p[32], want_end[32];
+    int nk = has_managed(dev) ? 3 : 2;
+    for (int k = 0; k < nk; k++) {
+        unsigned char *p = NULL;
+        KT_OK(alloc_kind(dev, kinds[k], N, (void **)&p));
+        KT_OK(keel_memset(p, KT_POISON_BYTE, N));
+        unsigned char *end = p + N;
+        ptr_text(want_p, sizeof want_p, p);
+        ptr_text(want_end, sizeof want_end, end);
+        KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy(end, host, 1));
+        KT_DETAIL_HAS(want_end);
+        KT_DETAIL_HAS(want_p);
+        KT_DETAIL_HAS("4113");
+        kt_poison(back, sizeof back);
+        KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy(back, end, 16));
+        KT_DETAIL_HAS(want_end);
+        KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy_async(end, host, 1, s));
+        KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy_async(back, end, 16, s));
+        KT_OK(keel_stream_synchronize(s));
+        for (size_t i = 0; i < sizeof back; i++)
+            ck_assert_msg(back[i] == KT_POISON_BYTE, "%sa refused copy wrote byte %zu", kt_where(), i);
+        /* Zero bytes at the end stay a no-op. */
+        KT_OK(keel_memcpy(end, host, 0));
+        KT_OK(keel_memcpy_async(back, end, 0, s));
+        /* A range that starts outside the allocation and runs into it. */
+        KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy(back, p - 64, 128));
+        KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_memcpy_async(back, p - 64, 128, s));
+        /* Copies up to the end still work. */
+        KT_OK(keel_memcpy(end - sizeof host, host, sizeof host));
+        KT_OK(keel_memcpy(back, end - sizeof back, sizeof back));
+        ck_assert_msg(memcmp(back, host, sizeof host) == 0, "%sthe copy to the end differs", kt_where());
+        KT_OK(keel_free(p));
+        /* The freed block, from its start or inside it, in either role. */
+        KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(p, host, 64));
+        KT_DETAIL_HAS(want_p);
+        KT_DETAIL_HAS("freed");
+        KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(back, p + 100, 64));
+        KT_DETAIL_HAS("freed");
+        KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy_async(p + 8, host, 64, s));
+        KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy_async(back, p, 64, s));
+        KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(p, host, 0));
+        /* A second free names the freed block too. */
+        KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free(p));
+        KT_DETAIL_HAS("freed");
+    }
+    /* A block freed stream-ordered is refused at once, and copies work again
+     * once keel_malloc_async hands it out again. */
+    unsigned char *a = NULL, *b = NULL;
+    KT_OK(keel_malloc_async(s, N, (void **)&a));
+    KT_OK(keel_free_async(a, s));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy_async(a, host, 64, s));
+    KT_DETAIL_HAS("freed");
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(back, a + 64, 64));
+    KT_OK(keel_malloc_async(s, N, (void **)&b));
+    KT_OK(keel_memcpy_async(b, host, sizeof host, s));
+    kt_poison(back, sizeof back);
+    KT_OK(keel_memcpy_async(back, b, sizeof back, s));
+    KT_OK(keel_stream_synchronize(s));
+    ck_assert_msg(memcmp(back, host, sizeof host) == 0, "%sthe copy through a reallocated block differs", kt_where());
+    KT_OK(keel_free_async(b, s));
+    KT_OK(keel_stream_destroy(s));
+}
+
+/* Host memory that the system allocator puts where Keel freed a block is
+ * plain host memory: the record of freed blocks must not refuse it. Keel
+ * keeps a freed block of host-accessible memory out of the allocator's
+ * reach while it remembers it, so the two never share an address. */
+KT_DEVICE_TEST(host_memory_allocated_after_a_free_still_copies)
+{
+    enum { N = 4096 };
+    unsigned char src[N];
+    kt_fill_random_bytes(src, N);
+    for (int round = 0; round < 32; round++) {
+        void *p = NULL;
+        KT_OK(alloc_kind(dev, kinds[round % 2], N, &p));
+        KT_OK(keel_memcpy(p, src, N));
+        KT_OK(keel_free(p));
+        /* Sizes the freed chunk would serve, and one just above it. */
+        unsigned char *h = malloc(N + 256 + (round % 3) * 8);
+        kt_poison(h, N + 256);
+        KT_OK(keel_memcpy(h + 256, src, N));
+        KT_OK(keel_memcpy(h, h + 256, N));
+        ck_assert_msg(memcmp(h, src, N) == 0, "%sround %d: host copy differs", kt_where(), round);
+        free(h);
+    }
+}
+
 /* A successful free leaves the last error alone (status.h), and the detail
  * of a refused free names the call and the pointer it was given, whatever
  * failed before it on the thread. */
@@ -605,6 +779,9 @@ static Suite *suite(void)
     kt_add_device_test(tc, free_messages_name_their_own_call);
     kt_add_device_test(tc, stream_ordered_alloc_is_refused_while_capturing);
     kt_add_device_test(tc, peer_copy_on_a_third_devices_stream_is_refused);
+    kt_add_device_test(tc, free_waits_for_copies_queued_on_other_devices);
+    kt_add_device_test(tc, copies_refuse_the_end_of_an_allocation_and_freed_blocks);
+    kt_add_device_test(tc, host_memory_allocated_after_a_free_still_copies);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,7 +1,11 @@
 /* Memory of an emulated device: host memory, 256-byte aligned, counted
  * against the device's cap. A small header in front of each block remembers
  * its device and size, so a free (which names only the pointer) gives the
- * bytes back to the right device. Copies and memsets run on the stream's
+ * bytes back to the right device. One spare byte behind each block keeps
+ * its end pointer inside the block's own chunk: the core refuses a copy at
+ * the end of an allocation, which must never be where the system allocator
+ * put someone's host buffer (allocators without chunk headers pack blocks
+ * back to back). Copies and memsets run on the stream's
  * worker; big ones are spread over the device's pool. */
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +34,7 @@ _Static_assert(sizeof(cpu_alloc_hdr_t) <= KEEL_CPU_ALIGN, "the header fits in th
 static keel_status_t cpu_alloc_kind(cpu_device_t *d, keel_memory_kind_t kind, size_t bytes, void **ptr)
 {
     size_t cap = d->backend->mem_cap;
-    if (bytes > SIZE_MAX - KEEL_CPU_ALIGN)
+    if (bytes > SIZE_MAX - KEEL_CPU_ALIGN - 1)
         return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "%zu bytes cannot be allocated", bytes);
     if (cap) {
         /* Reserve first, so concurrent allocations cannot pass the cap together. */
@@ -51,7 +55,7 @@ static keel_status_t cpu_alloc_kind(cpu_device_t *d, keel_memory_kind_t kind, si
         atomic_fetch_add_explicit(&d->used, bytes, memory_order_relaxed);
     }
     void *raw = NULL;
-    if (posix_memalign(&raw, KEEL_CPU_ALIGN, KEEL_CPU_ALIGN + bytes) != 0) {
+    if (posix_memalign(&raw, KEEL_CPU_ALIGN, KEEL_CPU_ALIGN + bytes + 1) != 0) {
         atomic_fetch_sub_explicit(&d->used, bytes, memory_order_relaxed);
         return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "the system could not allocate %zu bytes", bytes);
     }

@@ -74,7 +74,9 @@ typedef struct keel_device_vtable {
 typedef struct keel_memory_vtable {
     /** @p kind is DEVICE, PINNED or MANAGED. OUT_OF_MEMORY must leave the device usable. */
     keel_status_t (*alloc)(void *device_ctx, keel_memory_kind_t kind, size_t bytes, void **ptr);
-    /** Called after the core synchronized the device (see keel_free). */
+    /** Called after the core synchronized the device and every other device that was
+     *  handed the block (see keel_free); possibly long after keel_free, from another
+     *  thread's call (see docs/backend-authors.md). */
     keel_status_t (*free)(void *device_ctx, keel_memory_kind_t kind, void *ptr);
     /** optional: stream-ordered device allocation; NULL makes the core use alloc after no wait. */
     keel_status_t (*alloc_async)(void *stream_ctx, size_t bytes, void **ptr);
@@ -124,6 +126,7 @@ typedef struct keel_kernel_vtable {
     keel_status_t (*module_load_file)(void *device_ctx, const char *path, void **module_ctx);
     keel_status_t (*module_compile)(void *device_ctx, const char *source, const char *name,
                                     const char *const *options, int num_options, void **module_ctx);
+    /** Called after the core synchronized the module's device (see keel_module_unload). */
     keel_status_t (*module_unload)(void *module_ctx);
     /** NOT_FOUND (with set_error) when absent. The core caches the result per name. */
     keel_status_t (*module_get_kernel)(void *module_ctx, const char *name, void **kernel_ctx);

@@ -117,7 +117,19 @@ KEEL_API keel_status_t keel_module_build(keel_device_t *device, const char *sour
 KEEL_API keel_status_t keel_module_build_file(keel_device_t *device, const char *path, const char *const *options,
                                               int num_options, keel_module_t **module);
 
-/** @brief Unload a module. The caller must make sure no launch of its kernels is still pending. */
+/**
+ * @brief Unload a module. Synchronous: like keel_free, it first waits for all
+ *        work on the module's device, so no launch of its kernels that is
+ *        still queued can run after its code is gone.
+ *        Not to be called from a host function (it would wait for itself).
+ * @return KEEL_ERROR_BUSY while the device's default stream is capturing a
+ *         graph. If waiting for the device reports an earlier asynchronous
+ *         error, that error is returned and the module stays loaded (unload
+ *         it again).
+ * A graph that captured a launch of its kernels must not be launched after
+ * the unload: Keel does not track which graphs use a module.
+ * Ownership: its kernels die with it.
+ */
 KEEL_API keel_status_t keel_module_unload(keel_module_t *module);
 
 /**

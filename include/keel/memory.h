@@ -9,7 +9,12 @@
  * refused before they reach the device.
  *
  * Memory that Keel did not allocate is "host" memory (pageable). Copies may
- * read or write host memory; Keel cannot check its bounds.
+ * read or write host memory; Keel cannot check its bounds. A pointer in no
+ * live allocation is not host memory, and copies refuse it, when it is the
+ * end of a live allocation (for a nonzero size: KEEL_ERROR_OUT_OF_RANGE),
+ * when the range from it runs into a live allocation (KEEL_ERROR_OUT_OF_RANGE),
+ * or when it lies in a block Keel freed recently and still remembers
+ * (KEEL_ERROR_INVALID_POINTER; see keel_free for which blocks those are).
  *
  * For every copy and memset: a NULL pointer is KEEL_ERROR_INVALID_POINTER;
  * a size of 0 bytes, once the pointers are checked, does nothing.
@@ -58,11 +63,34 @@ KEEL_API keel_status_t keel_malloc_managed(keel_device_t *device, size_t bytes, 
 
 /**
  * @brief Free memory from any keel_malloc* call. Synchronous: like cudaFree,
- *        it first waits for all work on the owning device, so no queued work
- *        can still touch the memory.
+ *        it first waits for all work on the owning device, and on every other
+ *        device whose streams Keel handed the block (a peer copy, pinned or
+ *        managed memory copied or set on another device's stream, CPU memory
+ *        copied by another backend's stream), so no queued copy, memset or
+ *        launch of those devices can still touch the memory.
+ *
+ * The cost of the other devices: the first copy or memset that hands a block
+ * to a stream of a device other than its owner takes the registry's lock once
+ * to record that device in the block's entry; copies on the owner's streams
+ * cost nothing more, and keel_free waits only for devices so recorded. A
+ * kernel launched on another device with the pointer among its arguments is
+ * not seen (Keel does not read kernel arguments): synchronize that device,
+ * or its stream, before freeing.
+ *
+ * Keel remembers recently freed blocks, so that a copy through a dangling
+ * pointer is refused instead of touching freed memory: the last 64 blocks
+ * that may be remembered safely. A GPU's device memory can always be; other
+ * memory (pinned and managed memory, and every kind on the CPU backend) is
+ * plain host memory underneath, whose addresses the system allocator could
+ * hand out again, so a block of it of at most 1 MiB, not from
+ * keel_malloc_async, stays allocated, unusable, while remembered (at most 16
+ * such blocks, 16 MiB; they count as used memory meanwhile, and an
+ * allocation that runs out of memory gives them back first). A larger one is
+ * freed at once and not remembered.
+ *
  * @return KEEL_OK for NULL (a no-op, as free(NULL)). An unknown pointer, an
  *         interior pointer or a second free gives KEEL_ERROR_INVALID_POINTER.
- *         If waiting for the device reports an earlier asynchronous error,
+ *         If waiting for a device reports an earlier asynchronous error,
  *         that error is returned and the block stays allocated (free it again).
  */
 KEEL_API keel_status_t keel_free(void *ptr);
@@ -77,11 +105,15 @@ KEEL_API keel_status_t keel_malloc_async(keel_stream_t *stream, size_t bytes, vo
 
 /**
  * @brief Stream-ordered free: the memory is released once the work enqueued
- *        on @p stream before this call is done. The pointer is invalid for new
- *        Keel calls at once. The stream may keep the block (one, of at most
- *        256 MiB) for its next keel_malloc_async of the same size; a kept
- *        block is released when the stream is destroyed, when it allocates
- *        another size, or when an allocation on the device runs out of memory.
+ *        on @p stream before this call is done. Work on other streams, of
+ *        this device or another, must be ordered before the call with events,
+ *        as for cudaFreeAsync: this call does not wait for it. The pointer is
+ *        invalid for new Keel calls at once. The stream may keep the block
+ *        (one, of at most 256 MiB) for its next keel_malloc_async of the same
+ *        size; a kept block is released when the stream is destroyed, when it
+ *        allocates another size, or when an allocation on the device runs out
+ *        of memory. Copies refuse the pointer while the stream keeps the
+ *        block (and, for a GPU's device memory, while it is remembered).
  */
 KEEL_API keel_status_t keel_free_async(void *ptr, keel_stream_t *stream);
 
