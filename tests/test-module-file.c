@@ -656,7 +656,7 @@ START_TEST(keel_cc_writes_the_parts)
     ck_assert(memcmp(mf.data + s->offset, src, strlen(src)) == 0);
     ck_assert_str_eq(cpu->target, machine());
     ck_assert(memcmp(mf.data + cpu->offset, "\177ELF", 4) == 0);
-    ck_assert_msg(strncmp(mf.data + sig->offset, "copy\t0\t1\t3\t", 11) == 0, "signatures: %.*s",
+    ck_assert_msg(strncmp(mf.data + sig->offset, "copy\t0\t1\t0,0,0\t3\t", 17) == 0, "signatures: %.*s",
                   (int)sig->size, mf.data + sig->offset);
     free(mf.data);
 
