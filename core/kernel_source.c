@@ -485,15 +485,21 @@ static void printf_(out_t *o, const char *fmt, ...) __attribute__((format(printf
 
 static void printf_(out_t *o, const char *fmt, ...)
 {
-    char tmp[512];
+    char tmp[1024], *big = NULL;
     va_list ap;
     va_start(ap, fmt);
     int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    if (k < 0 || (size_t)k >= sizeof tmp)
+    if (k >= 0 && (size_t)k >= sizeof tmp && (big = malloc((size_t)k + 1)) != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(big, (size_t)k + 1, fmt, ap);
+        va_end(ap);
+    }
+    if (k < 0 || ((size_t)k >= sizeof tmp && !big))
         o->failed = 1;
     else
-        put(o, tmp, (size_t)k);
+        put(o, big ? big : tmp, (size_t)k);
+    free(big);
 }
 
 /* A #line directive naming @p name, with its quotes and backslashes escaped. */
@@ -509,37 +515,79 @@ static void line_directive(out_t *o, unsigned line, const char *name)
     puts_(o, "\"\n");
 }
 
-/* The CPU wrapper of one kernel: unpack the arguments, run the block (a
- * thread kernel: loop over its threads, x fastest, so the inlined body is
- * the loop the compiler vectorizes), export the descriptor. */
+/* The CPU entries of one kernel. keel_cpu_blocks_NAME runs the blocks
+ * [begin, end) of a launch (x fastest): it reads the arguments once, runs a
+ * thread kernel of a one-dimensional launch as one loop over the global x
+ * index (the loop the compiler vectorizes: no per-block prologue, and the
+ * usual "if (i < n)" splits it at n), and otherwise runs each block: a block
+ * kernel's body once, a thread kernel's in a loop over the block's threads,
+ * x fastest. keel__run_NAME, the descriptor's one-block entry, calls it for
+ * one block. */
 static void cpu_wrapper(out_t *o, const keel__ksig_t *k, const char *name)
 {
     line_directive(o, k->line, name);
-    printf_(o, "static void keel__run_%s(const keel__block_t *keel__ctx, void **keel__args)\n{\n", k->name);
+    printf_(o,
+            "__attribute__((visibility(\"default\"))) void " KEEL_CPU_BLOCKS_SYMBOL_PREFIX
+            "%s(const keel__block_t *keel__ctx, void **keel__args, size_t keel__begin, size_t keel__end)\n{\n",
+            k->name);
     if (k->block_size[0])
         /* The launch was checked against keel_block_size: with the shape a
          * constant, the compiler unrolls and vectorizes the regions fully. */
         printf_(o,
-                "    const keel__block_t keel__blk = {keel__ctx->grid_dim, {%u, %u, %u}, keel__ctx->block_idx,\n"
-                "                                     keel__ctx->shared_mem, keel__ctx->shared_bytes};\n",
+                "    keel__block_t keel__blk = {keel__ctx->grid_dim, {%u, %u, %u}, keel__ctx->block_idx,\n"
+                "                               keel__ctx->shared_mem, keel__ctx->shared_bytes};\n",
                 k->block_size[0], k->block_size[1], k->block_size[2]);
     else
-        puts_(o, "    const keel__block_t keel__blk = *keel__ctx;\n");
+        puts_(o, "    keel__block_t keel__blk = *keel__ctx;\n");
     puts_(o, "    (void)keel__args;\n");
     for (unsigned i = 0; i < k->nparams; i++)
         printf_(o, "    %s keel__a%u = *(%s *)keel__args[%u];\n", k->params[i].type, i, k->params[i].type, i);
-    if (k->block) {
-        printf_(o, "    %s(&keel__blk", k->name);
-    } else {
-        puts_(o, "    for (int keel__z = 0; keel__z < (int)keel__blk.block_dim.z; keel__z++)\n"
-                 "        for (int keel__y = 0; keel__y < (int)keel__blk.block_dim.y; keel__y++)\n"
-                 "            for (int keel__x = 0, keel__gx = (int)(keel__blk.block_idx.x * keel__blk.block_dim.x);\n"
-                 "                 keel__x < (int)keel__blk.block_dim.x; keel__x++, keel__gx++)\n");
-        printf_(o, "                %s(&keel__blk, keel__x, keel__gx, keel__y, keel__z", k->name);
-    }
+    char args[KEEL_MAX_KERNEL_ARGS * 12 + 1] = "";
+    size_t w = 0;
     for (unsigned i = 0; i < k->nparams; i++)
-        printf_(o, ", keel__a%u", i);
-    puts_(o, ");\n}\n");
+        w += (size_t)snprintf(args + w, sizeof args - w, ", keel__a%u", i);
+    if (!k->block) {
+        printf_(o,
+                "    if (keel__blk.grid_dim.y == 1 && keel__blk.grid_dim.z == 1 && keel__blk.block_dim.y == 1 &&\n"
+                "        keel__blk.block_dim.z == 1 && keel__end <= 2147483647u / keel__blk.block_dim.x) {\n"
+                "        const int keel__bd = (int)keel__blk.block_dim.x, keel__g1 = (int)keel__end * keel__bd;\n"
+                "        for (int keel__gx = (int)keel__begin * keel__bd; keel__gx < keel__g1; keel__gx++)\n"
+                "            %s(&keel__blk, keel__gx %% keel__bd, keel__gx, 0, 0, keel__gx / keel__bd%s);\n"
+                "        return;\n"
+                "    }\n",
+                k->name, args);
+    }
+    puts_(o, "    const size_t keel__gdx = keel__blk.grid_dim.x, keel__gdy = keel__blk.grid_dim.y;\n"
+             "    keel__blk.block_idx.x = (unsigned)(keel__begin % keel__gdx);\n"
+             "    keel__blk.block_idx.y = (unsigned)(keel__begin / keel__gdx % keel__gdy);\n"
+             "    keel__blk.block_idx.z = (unsigned)(keel__begin / keel__gdx / keel__gdy);\n"
+             "    for (size_t keel__i = keel__begin; keel__i < keel__end; keel__i++) {\n");
+    if (k->block) {
+        printf_(o, "        %s(&keel__blk%s);\n", k->name, args);
+    } else {
+        printf_(o,
+                "        const int keel__bx = (int)keel__blk.block_idx.x;\n"
+                "        for (int keel__z = 0; keel__z < (int)keel__blk.block_dim.z; keel__z++)\n"
+                "            for (int keel__y = 0; keel__y < (int)keel__blk.block_dim.y; keel__y++)\n"
+                "                for (int keel__x = 0, keel__gx = keel__bx * (int)keel__blk.block_dim.x;\n"
+                "                     keel__x < (int)keel__blk.block_dim.x; keel__x++, keel__gx++)\n"
+                "                    %s(&keel__blk, keel__x, keel__gx, keel__y, keel__z, keel__bx%s);\n",
+                k->name, args);
+    }
+    puts_(o, "        if (++keel__blk.block_idx.x == keel__gdx) {\n"
+             "            keel__blk.block_idx.x = 0;\n"
+             "            if (++keel__blk.block_idx.y == keel__gdy) {\n"
+             "                keel__blk.block_idx.y = 0;\n"
+             "                keel__blk.block_idx.z++;\n"
+             "            }\n"
+             "        }\n"
+             "    }\n}\n");
+    printf_(o,
+            "static void keel__run_%s(const keel__block_t *keel__ctx, void **keel__args)\n{\n"
+            "    size_t keel__i = keel__ctx->block_idx.x + (size_t)keel__ctx->grid_dim.x *\n"
+            "                     (keel__ctx->block_idx.y + (size_t)keel__ctx->grid_dim.y * keel__ctx->block_idx.z);\n"
+            "    " KEEL_CPU_BLOCKS_SYMBOL_PREFIX "%s(keel__ctx, keel__args, keel__i, keel__i + 1);\n}\n",
+            k->name, k->name);
     printf_(o,
             "__attribute__((visibility(\"default\"))) const keel__kernel_desc_t " KEEL_CPU_KERNEL_SYMBOL_PREFIX
             "%s = {%d, \"%s\", keel__run_%s, %u, {",

@@ -8,7 +8,7 @@
 #                                       the GPU machine lacks into build-gpu/.gpu-lib/.
 #   scripts/gpu-run.sh run [WHAT...]    on the GPU machine, from the checkout root,
 #                                       with build-gpu/ carried there. WHAT is any of
-#                                       info tests bench torch sanitize (default: all).
+#                                       info tests examples bench torch sanitize (default: all).
 #                                       No make: the real binaries are run from
 #                                       .libs/ with LD_LIBRARY_PATH. Logs go to
 #                                       $OUT (or ./gpu-out), at most 8 files.
@@ -120,8 +120,8 @@ run_info() {
 
 # The suites: the conformance suites on CUDA, the CUDA-specific ones, the ops suite.
 SUITES=${SUITES:-"tests/test-status tests/test-device tests/test-env tests/test-memory tests/test-stream tests/test-kernel
-tests/test-graph tests/test-loader tests/test-stress backends/cuda/test-cuda backends/cuda/test-cuda-sticky
-kernels/tests/test-ops"}
+tests/test-kernel-lang tests/test-module-file tests/test-graph tests/test-loader tests/test-stress
+backends/cuda/test-cuda backends/cuda/test-cuda-sticky kernels/tests/test-ops"}
 
 run_tests() {
     log=$OUTDIR/tests.log
@@ -156,10 +156,25 @@ run_algo_sweep() {
     done
 }
 
-# wants_bench NAME: whether BENCHES (default "runtime ops") names it.
+# wants_bench NAME: whether BENCHES (default "runtime ops kernels") names it.
 wants_bench() {
-    case " ${BENCHES:-runtime ops} " in *" $1 "*) return 0 ;; esac
+    case " ${BENCHES:-runtime ops kernels} " in *" $1 "*) return 0 ;; esac
     return 1
+}
+
+# The examples, each with one kernel source, on the GPU.
+run_examples() {
+    out=$OUTDIR/examples.txt
+    : >"$out"
+    for ex in "examples/keel-hello" "examples/keel-demo" "examples/keel-demo --native" "examples/keel-matmul 1000 700 900" \
+        "examples/aot/keel-aot $BUILD/examples/aot/scale.keelmod"; do
+        bin=$(real_binary "$BUILD/${ex%% *}")
+        args=$(echo "$ex" | cut -s -d' ' -f2-)
+        echo "\$ KEEL_BACKEND=cuda $ex" >>"$out"
+        (cd "$BUILD" && KEEL_BACKEND=cuda timeout 120 "$bin" $args) >>"$out" 2>&1
+        note "example $ex: rc=$?"
+    done
+    cat "$out"
 }
 
 run_bench() {
@@ -169,6 +184,7 @@ run_bench() {
         run_pageable_sweep
     fi
     wants_bench ops && bench_one kernels/bench/keel-bench-ops-cuda
+    wants_bench kernels && bench_one bench/keel-bench-kernels
 }
 
 # The staging pipeline's knobs: host threads and chunk size.
@@ -220,8 +236,8 @@ run_sanitize() {
     # memory races) where kernels use shared memory. API errors are not
     # reported: the suites provoke them on purpose (out of memory, bad launches).
     for run in ${SANITIZE_RUNS:-memcheck:backends/cuda/test-cuda memcheck:tests/test-memory memcheck:tests/test-stream
-        memcheck:tests/test-kernel memcheck:tests/test-graph memcheck:kernels/tests/test-ops
-        racecheck:backends/cuda/test-cuda racecheck:kernels/tests/test-ops}; do
+        memcheck:tests/test-kernel memcheck:tests/test-kernel-lang memcheck:tests/test-graph memcheck:kernels/tests/test-ops
+        racecheck:tests/test-kernel-lang racecheck:backends/cuda/test-cuda racecheck:kernels/tests/test-ops}; do
         tool=${run%%:*}
         t=${run#*:}
         [ -e "$BUILD/$t" ] || continue
@@ -246,7 +262,7 @@ run)
     shift
     setup_env
     : >"$SUMMARY"
-    [ $# -gt 0 ] || set -- info tests bench torch sanitize
+    [ $# -gt 0 ] || set -- info tests examples bench torch sanitize
     for what in "$@"; do
         case $what in
         info) run_info ;;
@@ -254,6 +270,7 @@ run)
         bench) run_bench ;;
         torch) run_torch ;;
         sanitize) run_sanitize ;;
+        examples) run_examples ;;
         *) echo "unknown: $what" >&2 ;;
         esac
     done
@@ -261,7 +278,7 @@ run)
     cat "$SUMMARY"
     ;;
 *)
-    echo "usage: $0 prepare | run [info] [tests] [bench] [torch] [sanitize]" >&2
+    echo "usage: $0 prepare | run [info] [tests] [examples] [bench] [torch] [sanitize]" >&2
     exit 2
     ;;
 esac

@@ -112,6 +112,7 @@ typedef struct cpu_cmd {
     union {
         struct {
             keel_cpu_kernel_fn_t fn;
+            keel_cpu_blocks_fn_t blocks;   /* or NULL: fn once per block */
             keel_dim3_t grid, block;
             size_t shared_bytes;
             unsigned nargs;           /* data: uint16 offsets[nargs], then the values */
@@ -215,6 +216,7 @@ typedef struct cpu_event {
 typedef struct cpu_kernel {
     cpu_device_t *dev;
     keel_cpu_kernel_desc_t desc;
+    keel_cpu_blocks_fn_t blocks;              /* the module's range entry, or NULL */
     char name[128];
     uint16_t offsets[KEEL_MAX_KERNEL_ARGS];   /* of each value in a launch's data */
     size_t data_bytes;                        /* offsets + values */

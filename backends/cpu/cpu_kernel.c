@@ -95,6 +95,8 @@ static keel_status_t cpu_module_get_kernel(void *module_ctx, const char *name, v
         free(k);
         return st;
     }
+    snprintf(sym, sizeof sym, "%s%s", KEEL_CPU_BLOCKS_SYMBOL_PREFIX, name);
+    k->blocks = (keel_cpu_blocks_fn_t)dlsym(m->dl, sym);
     k->dev = m->dev;
     *kernel_ctx = k;
     return KEEL_OK;
@@ -162,6 +164,7 @@ static keel_status_t cpu_kernel_launch(void *kernel_ctx, keel_dim3_t grid, keel_
     if (!c)
         return KEEL_ERROR_OUT_OF_MEMORY;
     c->u.launch.fn = k->desc.fn;
+    c->u.launch.blocks = k->blocks;
     c->u.launch.grid = grid;
     c->u.launch.block = block;
     c->u.launch.shared_bytes = shared_bytes;
@@ -208,6 +211,10 @@ static void cpu_launch_blocks(void *arg, size_t begin, size_t end)
     ctx.block_idx.z = (unsigned)(begin / gxy);
     ctx.block_idx.y = (unsigned)((begin % gxy) / gx);
     ctx.block_idx.x = (unsigned)(begin % gx);
+    if (c->u.launch.blocks) {
+        c->u.launch.blocks(&ctx, r->argv, begin, end);
+        return;
+    }
     keel_cpu_kernel_fn_t fn = c->u.launch.fn;
     for (size_t i = begin; i < end; i++) {
         fn(&ctx, r->argv);

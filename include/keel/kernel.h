@@ -283,6 +283,18 @@ typedef struct keel_cpu_kernel_desc {
 #define KEEL_CPU_KERNEL_SYMBOL_PREFIX "keel_cpu_kernel_"
 
 /**
+ * @brief Optional second entry of a CPU kernel: runs the blocks [@p begin,
+ *        @p end) of a launch in linear order (x fastest), starting from
+ *        ctx->block_idx == block @p begin. A module may export one per kernel
+ *        as KEEL_CPU_BLOCKS_SYMBOL_PREFIX<name>; the CPU backend then calls it
+ *        once per range of blocks a thread takes, instead of the descriptor's
+ *        function once per block (portable kernels export it).
+ */
+typedef void (*keel_cpu_blocks_fn_t)(const keel_cpu_kernel_ctx_t *ctx, void **args, size_t begin, size_t end);
+/** @brief Prefix of the symbol of a kernel's keel_cpu_blocks_fn_t. */
+#define KEEL_CPU_BLOCKS_SYMBOL_PREFIX "keel_cpu_blocks_"
+
+/**
  * @brief Export CPU kernel @p fn from a shared object, with @p nargs arguments
  *        whose sizes follow: KEEL_CPU_KERNEL_EXPORT(saxpy, 4, sizeof(int), sizeof(float), sizeof(float *), sizeof(float *));
  */

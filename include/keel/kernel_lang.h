@@ -449,15 +449,20 @@ static const char __keel_region_marker __attribute__((unused)) = 0;
 #define keel_device static inline
 #define keel_restrict restrict
 
-/* The translator gives a thread kernel these leading parameters and a block
+/* The translator gives a thread kernel these leading parameters (the block,
+ * the thread's x index and global x index, its y and z, the block's x, which
+ * a one-dimensional launch runs as one loop over global x) and a block
  * kernel the first one. */
 #define KEEL__THREAD_PARAMS                                                                         \
-    const keel__block_t *__keel_b, int __keel_tx, int __keel_gx, int __keel_ty, int __keel_tz
+    const keel__block_t *__keel_b, int __keel_tx, int __keel_gx, int __keel_ty, int __keel_tz, int __keel_bx
 #define KEEL__BLOCK_PARAMS const keel__block_t *__keel_b
 #define KEEL__THREAD_BODY                                                                           \
     const unsigned __keel_region_marker = 0;                                                        \
-    (void)__keel_region_marker; (void)__keel_b; (void)__keel_tx; (void)__keel_gx; (void)__keel_ty; (void)__keel_tz;
-#define KEEL__BLOCK_BODY (void)__keel_b;
+    (void)__keel_region_marker; (void)__keel_b; (void)__keel_tx; (void)__keel_gx; (void)__keel_ty; (void)__keel_tz; \
+    (void)__keel_bx;
+#define KEEL__BLOCK_BODY                                                                            \
+    const int __keel_bx = (int)__keel_b->block_idx.x;                                               \
+    (void)__keel_bx;
 
 /* A region is a loop over the block's threads, x fastest: the compiler
  * vectorizes it like any loop. The thread's x index and its global x index
@@ -507,7 +512,7 @@ static const char __keel_region_marker __attribute__((unused)) = 0;
 #define keel_global_x() (__keel_gx)
 #define keel_global_y() (keel_block_y() * keel_block_dim_y() + __keel_ty)
 #define keel_global_z() (keel_block_z() * keel_block_dim_z() + __keel_tz)
-#define keel_block_x() ((int)__keel_b->block_idx.x)
+#define keel_block_x() (__keel_bx)
 #define keel_block_y() ((int)__keel_b->block_idx.y)
 #define keel_block_z() ((int)__keel_b->block_idx.z)
 #define keel_block_dim_x() ((int)__keel_b->block_dim.x)
