@@ -164,7 +164,6 @@ keel_status_t keel__device_ready(struct keel_device *dev, const char *fn)
                 memset(&p, 0, sizeof(p));
                 p.struct_size = sizeof(p);
                 if (dev->plugin->device->get_properties(dev->ctx, &p) == KEEL_OK) {
-                    dev->memory_apart = p.type == KEEL_DEVICE_TYPE_GPU;
                     dev->max_threads_per_block = p.max_threads_per_block > 0 ? (unsigned)p.max_threads_per_block : ~0u;
                     for (int i = 0; i < 3; i++) {
                         dev->max_block[i] = p.max_block_dim[i] > 0 ? (unsigned)p.max_block_dim[i] : ~0u;

@@ -65,9 +65,6 @@ struct keel_device {
     /* Its number among the opened devices of every backend, given at open:
      * its bit in an allocation's reach (keel__reach_bit). */
     unsigned slot;
-    /* A GPU (from its properties at open): its device memory lies in
-     * address ranges that host allocators never hand out. */
-    int memory_apart;
 };
 
 struct keel_stream {
@@ -250,18 +247,19 @@ KEEL_HIDDEN keel__ptr_class_t keel__registry_classify(const void *ptr, size_t by
  * consults. It remembers KEEL__FREED_SLOTS blocks. A remembered block's
  * addresses must not become someone else's host memory meanwhile, or a
  * valid host pointer would be refused as freed; so a block is remembered
- * only while that cannot happen: device memory of a GPU (host allocators
- * never hand out its addresses: keel__host_reusable), a block the core
- * keeps allocated for the purpose (held: other memory that keel_free
- * frees, not stream-ordered, of at most KEEL__HOLD_MAX_BYTES, at most
- * KEEL__HOLD_MAX_BLOCKS of them), or a block a stream keeps for reuse.
- * Other blocks are not remembered. */
+ * only while it is still allocated: a block the core keeps for the purpose
+ * (held: memory that keel_free frees, not stream-ordered, of at most
+ * KEEL__HOLD_MAX_BYTES, at most KEEL__HOLD_MAX_BLOCKS of them), or a block
+ * a stream keeps for reuse. Once any block is given back to its backend
+ * its addresses may become host memory: a GPU driver with unified
+ * addressing releases device memory's address range too, and the host's
+ * allocator maps it again (seen with CUDA on an H200), so a GPU's device
+ * memory is no exception. Other blocks are not remembered. */
 #define KEEL__FREED_SLOTS 64
 #define KEEL__HOLD_MAX_BYTES ((size_t)1 << 20)
 #define KEEL__HOLD_MAX_BLOCKS 16
 typedef enum keel__freed_state {
     KEEL__FREED_FORGET = 0,  /* not remembered (any entry of the base is dropped) */
-    KEEL__FREED_RELEASED,    /* given back to the backend; its addresses cannot become host memory */
     KEEL__FREED_HELD,        /* still allocated: the core releases it when it is no longer remembered */
     KEEL__FREED_KEPT,        /* kept by a stream for reuse (core/reuse.c) */
 } keel__freed_state_t;
@@ -273,9 +271,9 @@ typedef enum keel__freed_state {
 KEEL_HIDDEN void keel__registry_retire(const keel__alloc_t *a, keel__freed_state_t state,
                                        keel__alloc_t evicted[KEEL__RETIRE_EVICTS], int *nevicted);
 /* The stream that kept the block at base gave it back to its backend: a
- * KEEL__FREED_KEPT entry of base is dropped (forget) or becomes
- * KEEL__FREED_RELEASED; an entry in another state is left alone. */
-KEEL_HIDDEN void keel__registry_unkeep(uintptr_t base, int forget);
+ * KEEL__FREED_KEPT entry of base is dropped; an entry in another state is
+ * left alone. */
+KEEL_HIDDEN void keel__registry_unkeep(uintptr_t base);
 /* keel__registry_remove, and in the same step remembers the block as
  * KEEL__FREED_KEPT (for keel_free_async: keel__registry_put_back forgets it
  * again, keel__reuse_release corrects it when the stream does not keep it). */
@@ -284,15 +282,6 @@ KEEL_HIDDEN keel_status_t keel__registry_remove_kept(void *base, keel__alloc_t *
 /* Takes one held block of dev out of the record (to be released by the
  * caller); 1 if there was one. */
 KEEL_HIDDEN int keel__registry_take_held(struct keel_device *dev, keel__alloc_t *out);
-/* Whether the addresses of a block, once given back to its backend, may be
- * handed out again as host memory by an allocator Keel does not see: all
- * but the device memory of a GPU (pinned and managed memory, and every
- * kind on a CPU device, are host memory underneath). */
-static inline int keel__host_reusable(const struct keel_device *d, keel_memory_kind_t kind)
-{
-    return !d->memory_apart || kind != KEEL_MEMORY_DEVICE;
-}
-
 /* ---- stream-ordered block reuse (core/reuse.c) ----
  * keel_free_async keeps the block it frees on its stream, one per stream and
  * at most KEEL__REUSE_MAX bytes, and the next keel_malloc_async of the same

@@ -174,8 +174,7 @@ keel_status_t keel_free(void *ptr)
     }
     keel__alloc_t ev[KEEL__RETIRE_EVICTS];
     int nev = 0;
-    int reusable = keel__host_reusable(d, a.kind);
-    if (reusable && a.size <= KEEL__HOLD_MAX_BYTES && !a.stream_ordered) {
+    if (a.size <= KEEL__HOLD_MAX_BYTES && !a.stream_ordered) {
         /* Kept allocated while the record remembers it (internal.h). A
          * stream-ordered block is not: its release is ordered on a stream,
          * whose wait could report the errors of unrelated work. */
@@ -195,7 +194,7 @@ keel_status_t keel_free(void *ptr)
         keel__registry_put_back(&a);
         return not_freed(st, "keel_free", ptr, d);
     }
-    keel__registry_retire(&a, reusable ? KEEL__FREED_FORGET : KEEL__FREED_RELEASED, ev, &nev);
+    keel__registry_retire(&a, KEEL__FREED_FORGET, ev, &nev);
     release_evicted(ev, nev);
     return KEEL_OK;
 }

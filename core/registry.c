@@ -472,16 +472,12 @@ void keel__registry_retire(const keel__alloc_t *a, keel__freed_state_t state,
     pthread_mutex_unlock(&lock);
 }
 
-void keel__registry_unkeep(uintptr_t base, int forget)
+void keel__registry_unkeep(uintptr_t base)
 {
     pthread_mutex_lock(&lock);
     int at = freed_find_base(base);
-    if (at >= 0 && freed[at].state == KEEL__FREED_KEPT) {
-        if (forget)
-            freed_clear((unsigned)at);
-        else
-            freed[at].state = KEEL__FREED_RELEASED;
-    }
+    if (at >= 0 && freed[at].state == KEEL__FREED_KEPT)
+        freed_clear((unsigned)at);
     pthread_mutex_unlock(&lock);
 }
 

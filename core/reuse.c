@@ -11,9 +11,8 @@ keel_status_t keel__reuse_release(struct keel_stream *s, void *p, int stream_ord
     struct keel_device *d = s->device;
     const keel_memory_vtable_t *m = d->plugin->memory;
     /* The record of freed blocks remembered it as kept; once the backend has
-     * it, it may remember it only where its addresses cannot become host
-     * memory (internal.h). */
-    keel__registry_unkeep((uintptr_t)p, keel__host_reusable(d, KEEL_MEMORY_DEVICE));
+     * it, its addresses may become host memory (internal.h). */
+    keel__registry_unkeep((uintptr_t)p);
     if (stream_ordered && m->free_async)
         return m->free_async(s->ctx, p);
     /* Not stream-ordered memory: as keel_free, wait for the whole device. */

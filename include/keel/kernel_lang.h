@@ -23,11 +23,10 @@
  *           int i = keel_global_x();
  *           part[keel_thread_x()] = i < n ? x[i] : 0.0f;
  *       }
- *       for (unsigned s = keel_block_dim_x() / 2; s > 0; s /= 2) {
+ *       for (int s = keel_block_dim_x() / 2; s > 0; s /= 2) {
  *           keel_barrier();             // between regions, never inside one
- *           keel_threads {
- *               if (keel_thread_x() < s)
- *                   part[keel_thread_x()] += part[keel_thread_x() + s];
+ *           keel_threads_first(s) {     // the first s threads
+ *               part[keel_thread_x()] += part[keel_thread_x() + s];
  *           }
  *       }
  *       keel_barrier();
