@@ -617,6 +617,8 @@ char *keel__ksource_generate(const keel__ksource_t *ks, const char *source, cons
         }
         put(&o, source + at, k->body_open - at);
         puts_(&o, k->block ? " KEEL__BLOCK_BODY " : " KEEL__THREAD_BODY ");
+        if (k->block_size[0] && k->block_size[1] == 1 && k->block_size[2] == 1)
+            puts_(&o, "KEEL__ONE_DIM ");
         at = k->body_open;
     }
     puts_(&o, source + at);

@@ -104,6 +104,10 @@ typedef unsigned long long uint64_t;
 /* Unused where a source has thread kernels only; NVRTC's warning would
  * name the user's file, at a line of this header. */
 static const char __keel_region_marker KEEL__UNUSED = 0;
+/* 1 inside a kernel declared keel_block_size(x, 1, 1) (the translator adds
+ * KEEL__ONE_DIM to its body), so the linear thread index is x alone. */
+static const int __keel_one_dim KEEL__UNUSED = 0;
+#define KEEL__ONE_DIM const int __keel_one_dim KEEL__UNUSED = 1;
 
 #define keel_kernel extern "C" __global__
 #define keel_block_kernel extern "C" __global__
@@ -440,6 +444,10 @@ typedef struct keel__kernel_desc {
 } keel__kernel_desc_t;
 
 static const char __keel_region_marker __attribute__((unused)) = 0;
+static const int __keel_one_dim __attribute__((unused)) = 0;
+#define KEEL__ONE_DIM                                                                               \
+    const int __keel_one_dim = 1;                                                                   \
+    (void)__keel_one_dim;
 
 #define keel_kernel static inline __attribute__((always_inline))
 #define keel_block_kernel static inline __attribute__((always_inline))
@@ -745,7 +753,9 @@ static inline keel_half keel_float_to_half(float f)
 
 /* ---- the same on every target ---- */
 
-#define keel_thread_linear() ((keel_thread_z() * keel_block_dim_y() + keel_thread_y()) * keel_block_dim_x() + keel_thread_x())
+#define keel_thread_linear()                                                                        \
+    (__keel_one_dim ? keel_thread_x()                                                               \
+                    : (keel_thread_z() * keel_block_dim_y() + keel_thread_y()) * keel_block_dim_x() + keel_thread_x())
 #define keel_global_size_x() (keel_grid_dim_x() * keel_block_dim_x())
 #define keel_global_size_y() (keel_grid_dim_y() * keel_block_dim_y())
 #define keel_global_size_z() (keel_grid_dim_z() * keel_block_dim_z())
