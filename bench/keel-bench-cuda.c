@@ -19,6 +19,8 @@
 #include <time.h>
 #include "keel.h"
 
+#include "bench/bench_util.h"
+
 #define MIB (1024.0 * 1024.0)
 
 static int reps = 15;
@@ -32,25 +34,6 @@ static const char ptx[] =
     ".visible .entry empty0()\n{\n\tret;\n}\n"
     ".visible .entry empty8(.param .u64 a0, .param .u64 a1, .param .u64 a2, .param .u64 a3,\n"
     "\t.param .u64 a4, .param .u64 a5, .param .u64 a6, .param .u64 a7)\n{\n\tret;\n}\n";
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* The driver API through the runtime, so the program starts (and says why
  * it skips) on a machine without the driver. */

@@ -69,6 +69,8 @@
 #include <omp.h>
 #endif
 #include "keel.h"
+
+#include "bench/bench_util.h"
 #include "keel/ops.h"
 
 /* The hand-written side at -O3, as the CPU backend compiles kernels: the
@@ -276,25 +278,6 @@ static double budget_s;
 static double t_start;
 static int nfilters;
 static char **filters;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* One side of a comparison: fn does one call; on_stream says that it only
  * enqueues work on the stream, which a batch then synchronizes. */

@@ -29,17 +29,12 @@
 #include <string.h>
 #include <time.h>
 #include "keel.h"
+
+#include "bench/bench_util.h"
 #include "keel/ops.h"
 #ifdef HAVE_OPENBLAS
 #include <cblas.h>
 #endif
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 #define CHECK(call)                                                                                  \
     do {                                                                                             \

@@ -19,6 +19,8 @@
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include "keel.h"
+
+#include "bench/bench_util.h"
 #include "keel/ops.h"
 
 #define CHECK(call)                                                                                  \
@@ -42,13 +44,6 @@ static keel_stream_t *ks;
 static cudaStream_t cs;
 static cublasHandle_t blas;
 static int quick;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 typedef void (*fn_t)(void *);
 
@@ -74,18 +69,6 @@ static int batch_reps(fn_t f, void *ctx, int keel)
     double one = time_batch(f, ctx, keel, 3);
     int reps = one > 0 ? (int)(0.01 / one) : 100;
     return reps < 1 ? 1 : reps > 10000 ? 10000 : reps;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* keel vs alternative in alternating batches (keel first in every other

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/* What every benchmark of Keel needs: a monotonic clock and the median of
+ * a set of timings. Header-only, for the benchmark programs alone. */
+#ifndef KEEL_BENCH_UTIL_H
+#define KEEL_BENCH_UTIL_H
+
+#include <stdlib.h>
+#include <time.h>
+
+/* Seconds on CLOCK_MONOTONIC. */
+static inline double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static inline int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n), which it sorts. */
+static inline double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#endif /* KEEL_BENCH_UTIL_H */
