@@ -203,6 +203,14 @@ keel_status_t keel__cuda_nvrtc_compile(const keel__cuda_device_t *dev, const cha
                                                                          : KEEL_ERROR_COMPILE_FAILED,
                                           "%s: nvrtcCreateProgram: %s", fn, rtc.GetErrorString(r));
     }
+    if (keel__cuda_host->log_enabled(KEEL_LOG_DEBUG)) {
+        char line[2048];
+        size_t w = (size_t)snprintf(line, sizeof line, "keel_module_compile: NVRTC %d.%d compiling %s:", rtc.major,
+                                    rtc.minor, name);
+        for (int i = 0; i < nopts && w < sizeof line; i++)
+            w += (size_t)snprintf(line + w, sizeof line - w, " %s", opts[i]);
+        keel__cuda_host->log(KEEL_LOG_DEBUG, "%s", line);
+    }
     r = rtc.CompileProgram(prog, nopts, opts);
     free(opts);
     if (r != NVRTC_SUCCESS) {
