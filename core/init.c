@@ -162,6 +162,9 @@ static void init_once_fn(void)
             env_fail();
         }
     }
+    /* Before the first allocation of Keel's that it may fail. */
+    if (keel__fault_setup(getenv("KEEL_FAULT")) != KEEL_OK)
+        env_fail();
     if (keel__loader_setup(getenv("KEEL_BACKEND_PATH")) != KEEL_OK) {
         if (keel_last_status() == KEEL_ERROR_INVALID_ENVIRONMENT)
             env_fail();

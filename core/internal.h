@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include "keel/backend.h"
+#include "core/fault.h"
 
 #define KEEL_HIDDEN __attribute__((visibility("hidden")))
 

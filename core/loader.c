@@ -33,6 +33,8 @@ const keel_host_api_t keel__host_api = {
     .hash_field = keel__hash_field,
     .cache_load = keel__cache_load,
     .cache_store = keel__cache_store,
+    .fault_armed = &keel__fault_armed,
+    .fault = keel__fault_hook,
 };
 
 static struct keel_backend *add_backend(const char *name, int builtin)
@@ -91,7 +93,7 @@ keel_status_t keel__loader_setup(const char *path_env)
     add_backend("hip", 0);
     add_backend("cpu", 1);
     if (path_env) {
-        char *copy = strdup(path_env);
+        char *copy = keel__strdup(path_env);
         if (!copy)
             return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_init: out of host memory");
         char *save = NULL;
@@ -106,11 +108,11 @@ keel_status_t keel__loader_setup(const char *path_env)
                 continue;
             }
             if (ndirs < MAX_DIRS - 1)
-                dirs[ndirs++] = strdup(tok);
+                dirs[ndirs++] = keel__strdup(tok);
         }
         free(copy);
     }
-    dirs[ndirs++] = strdup(KEEL_PLUGIN_DIR);
+    dirs[ndirs++] = keel__strdup(KEEL_PLUGIN_DIR);
     for (int i = 0; i < ndirs; i++)
         if (dirs[i])
             scan_dir(dirs[i]);
@@ -265,6 +267,11 @@ static const keel_backend_plugin_t *open_plugin(struct keel_backend *b)
             fail(b, KEEL_ERROR_BACKEND_UNAVAILABLE, "cannot load %s: %s", path, bad);
             return NULL;
         }
+        if (KEEL__FAULT(KEEL_FAULT_PLUGIN_LOAD)) {
+            fail(b, KEEL_ERROR_BACKEND_UNAVAILABLE, "cannot load %s: injected failure (KEEL_FAULT %s)", path,
+                 keel__fault_last());
+            return NULL;
+        }
         dlerror();
         b->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!b->dl) {
@@ -336,7 +343,7 @@ static void load_backend(struct keel_backend *b)
         fail(b, st, "%s", keel_last_error()[0] ? keel_last_error() : keel_status_string(st));
         return;
     }
-    if (count <= 0 || !(b->devices = calloc((size_t)count, sizeof(*b->devices)))) {
+    if (count <= 0 || !(b->devices = keel__calloc((size_t)count, sizeof(*b->devices)))) {
         /* The probe succeeded: let the plugin release what it made before it is unloaded. */
         if (p->shutdown)
             p->shutdown(b->ctx);

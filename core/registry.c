@@ -33,8 +33,10 @@
  * KEEL_ERROR_OUT_OF_MEMORY of the call. */
 #define HASH_NONFATAL_OOM 1
 #define uthash_nonfatal_oom(elt) (hash_oom = 1)
-#include <uthash.h>
 #include "core/internal.h"
+/* uthash's tables are host allocations of Keel's too (KEEL_FAULT host-alloc). */
+#define uthash_malloc(sz) keel__malloc(sz)
+#include <uthash.h>
 
 typedef struct node {
     keel__alloc_t a;
@@ -128,7 +130,7 @@ static int flush_pending(void)
 {
     while (pending) {
         node_t *n = pending;
-        if (!tsearch(&n->a, &tree, compare))
+        if (KEEL__FAULT(KEEL_FAULT_HOST_ALLOC) || !tsearch(&n->a, &tree, compare))
             return -1;
         pending_unlink(n);
         n->in_tree = 1;
@@ -227,7 +229,7 @@ static keel_status_t add(const keel__alloc_t *a)
     if (spare) {
         n = spare;
         spare = n->next;
-    } else if (!(n = malloc(sizeof(*n)))) {
+    } else if (!(n = keel__malloc(sizeof(*n)))) {
         pthread_mutex_unlock(&lock);
         return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY,
                                "allocation registry: out of host memory to record %zu bytes at %p", a->size, base);
