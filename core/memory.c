@@ -250,7 +250,14 @@ keel_status_t keel_malloc_async(keel_stream_t *stream, size_t bytes, void **ptr)
     }
     st = keel__registry_add(p, bytes, KEEL_MEMORY_DEVICE, d, stream_ordered);
     if (st != KEEL_OK) {
-        keel__reuse_release(stream, p, stream_ordered);
+        /* Kept for the next allocation (the retry of this one) if the
+         * stream holds none, else released. */
+        char detail[2048];
+        snprintf(detail, sizeof detail, "%s", keel_last_error());
+        if (keel__reuse_put(stream, p, bytes, stream_ordered) != KEEL_OK)
+            keel__log(KEEL_LOG_WARN, "keel_malloc_async: a block of %zu bytes of %s could not be released: %s", bytes,
+                      d->name, keel_last_error());
+        keel__restore_error(st, detail);
         return st;
     }
     *ptr = p;
