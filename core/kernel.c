@@ -202,16 +202,21 @@ keel_status_t keel_kernel_register_cpu(keel_device_t *device, const keel_cpu_ker
     }
     k->device = device;
     k->ctx = ctx;
-    if ((k->own_sig = keel__calloc(1, sizeof *k->own_sig)) != NULL) {
-        /* The descriptor's sizes let a checked launch compare them. */
-        snprintf(k->own_sig->name, sizeof k->own_sig->name, "%s", desc->name);
-        k->own_sig->nparams = desc->num_args;
-        for (unsigned i = 0; i < desc->num_args; i++) {
-            k->own_sig->params[i].size = desc->arg_sizes[i];
-            snprintf(k->own_sig->params[i].name, sizeof k->own_sig->params[i].name, "arg%u", i);
-        }
-        k->sig = k->own_sig;
+    /* The descriptor's sizes let a checked launch compare them; a kernel
+     * without them would take any arguments unchecked. */
+    if (!(k->own_sig = keel__calloc(1, sizeof *k->own_sig))) {
+        device->plugin->kernel->kernel_release(ctx);
+        free(k->name);
+        keel__handle_release(k);
+        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_kernel_register_cpu: out of host memory");
     }
+    snprintf(k->own_sig->name, sizeof k->own_sig->name, "%s", desc->name);
+    k->own_sig->nparams = desc->num_args;
+    for (unsigned i = 0; i < desc->num_args; i++) {
+        k->own_sig->params[i].size = desc->arg_sizes[i];
+        snprintf(k->own_sig->params[i].name, sizeof k->own_sig->params[i].name, "arg%u", i);
+    }
+    k->sig = k->own_sig;
     *kernel = k;
     return KEEL_OK;
 }

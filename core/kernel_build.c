@@ -307,7 +307,13 @@ int keel__module_file_load(struct keel_device *d, const char *path, keel_module_
         *st = keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
         goto out;
     }
-    if (!sig || keel__ksource_deserialize(file + sig->offset, sig->size, sigs) != KEEL_OK) {
+    keel_status_t read_sigs = sig ? keel__ksource_deserialize(file + sig->offset, sig->size, sigs) : KEEL_ERROR_COMPILE_FAILED;
+    if (read_sigs == KEEL_ERROR_OUT_OF_MEMORY) {
+        free(sigs);
+        *st = keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: %s: out of host memory for its table of kernels", fn, path);
+        goto out;
+    }
+    if (read_sigs != KEEL_OK) {
         free(sigs);
         keel__set_error(*st, "%s: %s is damaged: its table of kernels is missing or unreadable", fn, path);
         goto out;
