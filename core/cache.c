@@ -122,7 +122,7 @@ int keel__cache_load(const char *kind, const uint64_t key[2], void **data, size_
     char *buf = NULL;
     int ok = read(fd, &h, sizeof h) == (ssize_t)sizeof h && memcmp(h.magic, "KEELBLB", 8) == 0 &&
              h.format == BLOB_FORMAT && h.key[0] == key[0] && h.key[1] == key[1] && h.size > 0 &&
-             h.size < ((uint64_t)1 << 31) && (buf = malloc(h.size + 1)) != NULL;
+             h.size < ((uint64_t)1 << 31) && (buf = keel__malloc(h.size + 1)) != NULL;
     if (ok) {
         size_t got = 0;
         while (got < h.size) {

@@ -81,13 +81,17 @@ keel_status_t keel_backend_get_device(keel_backend_t *backend, int index, keel_d
     keel_status_t st = keel__ensure_env();
     if (st != KEEL_OK)
         return keel__prefix_error(st, "keel_backend_get_device");
-    struct keel_backend *b = keel__backend_loaded(backend);
-    if (b->status == KEEL_ERROR_INVALID_ENVIRONMENT)
+    struct keel_backend *b = backend;
+    char reason[sizeof b->reason];
+    keel_status_t bst = keel__backend_verdict(b, reason, sizeof reason);
+    if (bst == KEEL_ERROR_INVALID_ENVIRONMENT)
         return keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT, "keel_backend_get_device: backend %s: %s", b->name,
-                               b->reason);
-    if (b->status != KEEL_OK)
+                               reason);
+    if (bst != KEEL_OK && !keel__backend_final(b)) /* out of memory, or KEEL_FAULT: a later call tries again */
+        return keel__set_error(bst, "keel_backend_get_device: backend %s: %s", b->name, reason);
+    if (bst != KEEL_OK)
         return keel__set_error(KEEL_ERROR_BACKEND_UNAVAILABLE, "keel_backend_get_device: backend %s is not usable: %s",
-                               b->name, b->reason);
+                               b->name, reason);
     if (index < 0 || index >= b->device_count)
         return keel__set_error(KEEL_ERROR_NO_DEVICE, "keel_backend_get_device: backend %s has %d device(s); index %d",
                                b->name, b->device_count, index);

@@ -20,6 +20,8 @@ static const struct {
                        "~/.cache/keel; empty: no cache)"},
     {"KEEL_CPU_CC", "CPU backend: the C compiler that builds kernels at run time (default: the one that built Keel)"},
     {"KEEL_CPU_CFLAGS", "CPU backend: its flags (default -O3 -march=native -fno-math-errno -fno-trapping-math)"},
+    {"KEEL_FAULT", "fault injection: site:N, site:N+ or site:p=P[:seed=S], comma-separated; sites host-alloc, "
+                   "device-alloc, thread-create, plugin-load, vendor-call, stream-enqueue, compile (default none)"},
     {"KEEL_CUDA_LAUNCH", "CUDA plugin: kernel (default) launches context-free CUkernels, function launches CUfunctions"},
     {"KEEL_CUDA_HOST_FUNCS", "CUDA plugin: keel (default) runs host functions on a thread per stream, cuda on CUDA's"},
     {"KEEL_CUDA_COPY_THREADS", "CUDA plugin: host threads staging pageable copies, 1..16 (default half the cores, at most 8)"},

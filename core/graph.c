@@ -79,6 +79,7 @@ keel_status_t keel_graph_launch(keel_graph_exec_t *exec, keel_stream_t *stream)
     if (KEEL__UNLIKELY(exec->device != stream->device))
         return keel__set_error(KEEL_ERROR_DEVICE_MISMATCH, "keel_graph_launch: the graph is of %s, the stream of %s",
                                exec->device->name, stream->device->name);
+    KEEL__FAULT_ENQUEUE("keel_graph_launch");
     return exec->device->plugin->graph->launch(exec->ctx, stream->ctx);
 }
 

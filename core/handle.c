@@ -26,7 +26,7 @@ void *keel__handle_alloc(uint32_t magic, size_t size)
         *pp = h->next;
     pthread_mutex_unlock(&pool_lock);
     if (!h) {
-        h = malloc(sizeof(*h) + size);
+        h = keel__malloc(sizeof(*h) + size);
         if (!h)
             return NULL;
         h->size = size;

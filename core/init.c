@@ -6,7 +6,13 @@
 #include <string.h>
 #include "core/internal.h"
 
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+/* keel_init runs under init_lock until its verdict is final (init_done).
+ * A failure that may pass (the host ran out of memory, or KEEL_FAULT made
+ * something fail) is not final: the next call that needs keel_init runs it
+ * again, as a GPU runtime's initialization may be retried. */
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int init_done;
+static int init_transient;    /* this run's failure may pass */
 static keel_status_t init_status;
 static char init_detail[2048];
 /* The environment's own verdict, apart from the selection's: a value that
@@ -116,6 +122,19 @@ static void select_default(const char *backend_env, char names[][32], int n, lon
             continue;
         }
         keel__backend_loaded(b);
+        if (!keel__backend_final(b)) {
+            /* Out of memory, or a fault KEEL_FAULT injected: the backend is
+             * tried again later, and selection does not pass over it to the
+             * next one meanwhile. */
+            char reason[sizeof b->reason];
+            keel_status_t st = keel__backend_verdict(b, reason, sizeof reason);
+            if (st != KEEL_OK) {
+                keel__set_error(st, "backend %s: %s", b->name, reason);
+                init_transient = 1;
+                init_fail(st);
+                return;
+            }
+        }
         if (b->status == KEEL_ERROR_INVALID_ENVIRONMENT) {
             /* A typo in a backend's own variable must not quietly select the
              * next backend. (That backend refuses its devices itself.) */
@@ -162,11 +181,16 @@ static void init_once_fn(void)
             env_fail();
         }
     }
+    /* Before the first allocation of Keel's that it may fail. */
+    if (keel__fault_setup(getenv("KEEL_FAULT")) != KEEL_OK)
+        env_fail();
     if (keel__loader_setup(getenv("KEEL_BACKEND_PATH")) != KEEL_OK) {
-        if (keel_last_status() == KEEL_ERROR_INVALID_ENVIRONMENT)
+        if (keel_last_status() == KEEL_ERROR_INVALID_ENVIRONMENT) {
             env_fail();
-        else
+        } else {
+            init_transient = keel_last_status() == KEEL_ERROR_OUT_OF_MEMORY;
             init_fail(keel_last_status());
+        }
     }
 
     long device_index = 0;
@@ -195,7 +219,7 @@ static void init_once_fn(void)
      * garbage in its variables an error even when another backend is chosen. */
     struct keel_backend *cpu = keel__backend_named("cpu");
     keel__backend_loaded(cpu);
-    if (cpu->status == KEEL_ERROR_INVALID_ENVIRONMENT) {
+    if (keel__backend_final(cpu) && cpu->status == KEEL_ERROR_INVALID_ENVIRONMENT) {
         keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT, "%s", cpu->reason);
         env_fail();
     }
@@ -206,20 +230,49 @@ static void init_once_fn(void)
     keel__restore_error(saved_status, saved);
 }
 
+/* One run of keel_init; init_lock held. */
+static void init_run(void)
+{
+    init_status = env_status = KEEL_OK;
+    init_detail[0] = env_detail[0] = '\0';
+    init_transient = 0;
+    default_device = NULL;
+    init_once_fn();
+    if (!(init_transient && init_status != KEEL_OK && env_status == KEEL_OK))
+        atomic_store_explicit(&init_done, 1, memory_order_release);
+    else
+        keel__log(KEEL_LOG_INFO, "keel_init failed in a way that may pass; the next call tries again");
+}
+
+/* keel_init's verdict (of the environment alone with env_only), running it
+ * first where it has not reached a final one; the error set on failure. */
+static keel_status_t verdict(int env_only)
+{
+    keel_status_t st;
+    if (KEEL__UNLIKELY(!atomic_load_explicit(&init_done, memory_order_acquire))) {
+        char detail[sizeof init_detail];
+        pthread_mutex_lock(&init_lock);
+        if (!atomic_load_explicit(&init_done, memory_order_relaxed))
+            init_run();
+        st = env_only ? env_status : init_status;
+        snprintf(detail, sizeof detail, "%s", env_only ? env_detail : init_detail);
+        pthread_mutex_unlock(&init_lock);
+        return st == KEEL_OK ? KEEL_OK : keel__set_error(st, "%s", detail);
+    }
+    st = env_only ? env_status : init_status;
+    if (KEEL__UNLIKELY(st != KEEL_OK))
+        return keel__set_error(st, "%s", env_only ? env_detail : init_detail);
+    return KEEL_OK;
+}
+
 keel_status_t keel__ensure_init(void)
 {
-    pthread_once(&init_once, init_once_fn);
-    if (KEEL__UNLIKELY(init_status != KEEL_OK))
-        return keel__set_error(init_status, "%s", init_detail);
-    return KEEL_OK;
+    return verdict(0);
 }
 
 keel_status_t keel__ensure_env(void)
 {
-    pthread_once(&init_once, init_once_fn);
-    if (KEEL__UNLIKELY(env_status != KEEL_OK))
-        return keel__set_error(env_status, "%s", env_detail);
-    return KEEL_OK;
+    return verdict(1);
 }
 
 keel_status_t keel_init(void)

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include "keel/backend.h"
+#include "core/fault.h"
 
 #define KEEL_HIDDEN __attribute__((visibility("hidden")))
 
@@ -336,6 +337,13 @@ KEEL_HIDDEN int keel__log_parse(const char *value, int *level);
 /* core/loader.c */
 KEEL_HIDDEN keel_status_t keel__loader_setup(const char *backend_path_env);
 KEEL_HIDDEN struct keel_backend *keel__backend_loaded(struct keel_backend *b); /* loads on first use */
+/* Whether b's state is final: loaded, or failed for good. A load that ran
+ * out of memory, or met a fault KEEL_FAULT injected, is tried again by the
+ * next keel__backend_loaded; its status and reason may change meanwhile. */
+KEEL_HIDDEN int keel__backend_final(struct keel_backend *b);
+/* Loads b if needed and returns its status, its reason copied into reason
+ * (consistently, also while it is not final). */
+KEEL_HIDDEN keel_status_t keel__backend_verdict(struct keel_backend *b, char *reason, size_t cap);
 KEEL_HIDDEN int keel__backend_count(void);
 KEEL_HIDDEN struct keel_backend *keel__backend_at(int index);
 KEEL_HIDDEN struct keel_backend *keel__backend_named(const char *name);

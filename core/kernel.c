@@ -130,14 +130,14 @@ keel_status_t keel_module_get_kernel(keel_module_t *module, const char *name, ke
         goto out;
     if (module->nkernels == module->capkernels) {
         size_t cap = module->capkernels ? 2 * module->capkernels : 8;
-        struct keel_kernel **grown = realloc(module->kernels, cap * sizeof(*grown));
+        struct keel_kernel **grown = keel__realloc(module->kernels, cap * sizeof(*grown));
         if (!grown)
             goto oom;
         module->kernels = grown;
         module->capkernels = cap;
     }
     k = keel__handle_alloc(KEEL__MAGIC_KERNEL, sizeof(*k));
-    if (!k || !(k->name = strdup(name)))
+    if (!k || !(k->name = keel__strdup(name)))
         goto oom;
     k->device = module->device;
     k->ctx = ctx;
@@ -189,7 +189,7 @@ keel_status_t keel_kernel_register_cpu(keel_device_t *device, const keel_cpu_ker
     if (!device->plugin->kernel->kernel_register_cpu)
         return not_supported(device, "keel_kernel_register_cpu", "C function kernels (it is not a CPU device)");
     struct keel_kernel *k = keel__handle_alloc(KEEL__MAGIC_KERNEL, sizeof(*k));
-    if (!k || !(k->name = strdup(desc->name))) {
+    if (!k || !(k->name = keel__strdup(desc->name))) {
         if (k)
             keel__handle_release(k);
         return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_kernel_register_cpu: out of host memory");
@@ -202,16 +202,21 @@ keel_status_t keel_kernel_register_cpu(keel_device_t *device, const keel_cpu_ker
     }
     k->device = device;
     k->ctx = ctx;
-    if ((k->own_sig = calloc(1, sizeof *k->own_sig)) != NULL) {
-        /* The descriptor's sizes let a checked launch compare them. */
-        snprintf(k->own_sig->name, sizeof k->own_sig->name, "%s", desc->name);
-        k->own_sig->nparams = desc->num_args;
-        for (unsigned i = 0; i < desc->num_args; i++) {
-            k->own_sig->params[i].size = desc->arg_sizes[i];
-            snprintf(k->own_sig->params[i].name, sizeof k->own_sig->params[i].name, "arg%u", i);
-        }
-        k->sig = k->own_sig;
+    /* The descriptor's sizes let a checked launch compare them; a kernel
+     * without them would take any arguments unchecked. */
+    if (!(k->own_sig = keel__calloc(1, sizeof *k->own_sig))) {
+        device->plugin->kernel->kernel_release(ctx);
+        free(k->name);
+        keel__handle_release(k);
+        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_kernel_register_cpu: out of host memory");
     }
+    snprintf(k->own_sig->name, sizeof k->own_sig->name, "%s", desc->name);
+    k->own_sig->nparams = desc->num_args;
+    for (unsigned i = 0; i < desc->num_args; i++) {
+        k->own_sig->params[i].size = desc->arg_sizes[i];
+        snprintf(k->own_sig->params[i].name, sizeof k->own_sig->params[i].name, "arg%u", i);
+    }
+    k->sig = k->own_sig;
     *kernel = k;
     return KEEL_OK;
 }
@@ -270,6 +275,7 @@ keel_status_t keel_launch_kernel(keel_kernel_t *kernel, keel_dim3_t grid, keel_d
                        (uint64_t)block.x * block.y * block.z > d->max_threads_per_block || grid.x > d->max_grid[0] ||
                        grid.y > d->max_grid[1] || grid.z > d->max_grid[2]))
         return past_limits(d, grid, block);
+    KEEL__FAULT_ENQUEUE("keel_launch_kernel");
     return kernel->device->plugin->kernel->launch(kernel->ctx, grid, block, shared_bytes, stream->ctx, args);
 }
 

@@ -68,7 +68,7 @@ static keel_status_t build(struct keel_device *d, const char *source, const char
     keel_status_t st = target_of(d, fn, &target);
     if (st != KEEL_OK)
         return st;
-    struct keel__ksource *sigs = calloc(1, sizeof *sigs);
+    struct keel__ksource *sigs = keel__calloc(1, sizeof *sigs);
     if (!sigs)
         return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     char err[1024];
@@ -151,7 +151,7 @@ static keel_status_t read_file(const char *path, size_t max, const char *fn, cha
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: %s is %lld bytes, more than the %zu allowed", fn,
                                path, (long long)st.st_size, max);
     }
-    char *buf = malloc((size_t)st.st_size + 1);
+    char *buf = keel__malloc((size_t)st.st_size + 1);
     if (!buf) {
         close(fd);
         return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: no host memory for %s", fn, path);
@@ -302,12 +302,18 @@ int keel__module_file_load(struct keel_device *d, const char *path, keel_module_
         }
     }
     const keel__modfile_entry_t *sig = pick_entry(e, h->count, "signatures", NULL);
-    struct keel__ksource *sigs = calloc(1, sizeof *sigs);
+    struct keel__ksource *sigs = keel__calloc(1, sizeof *sigs);
     if (!sigs) {
         *st = keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
         goto out;
     }
-    if (!sig || keel__ksource_deserialize(file + sig->offset, sig->size, sigs) != KEEL_OK) {
+    keel_status_t read_sigs = sig ? keel__ksource_deserialize(file + sig->offset, sig->size, sigs) : KEEL_ERROR_COMPILE_FAILED;
+    if (read_sigs == KEEL_ERROR_OUT_OF_MEMORY) {
+        free(sigs);
+        *st = keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: %s: out of host memory for its table of kernels", fn, path);
+        goto out;
+    }
+    if (read_sigs != KEEL_OK) {
         free(sigs);
         keel__set_error(*st, "%s: %s is damaged: its table of kernels is missing or unreadable", fn, path);
         goto out;
@@ -348,7 +354,7 @@ int keel__module_file_load(struct keel_device *d, const char *path, keel_module_
             else
                 keel__log(KEEL_LOG_INFO, "%s: %s has no code for %s (%s): compiling its source", fn, path, d->name,
                           machine);
-            char *text = strndup(file + src->offset, (size_t)src->size);
+            char *text = keel__strndup(file + src->offset, (size_t)src->size);
             keel__sigs_free(sigs);
             *st = text ? build(d, text, path, NULL, 0, fn, module)
                        : keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "core/kernel_source.h"
 
 typedef struct scan {
@@ -382,7 +383,7 @@ keel_status_t keel__ksource_parse(const char *source, const char *name, keel__ks
         }
         if (ks.count == cap) {
             size_t ncap = cap ? 2 * cap : 4;
-            keel__ksig_t *grown = realloc(ks.kernels, ncap * sizeof *grown);
+            keel__ksig_t *grown = keel__realloc(ks.kernels, ncap * sizeof *grown);
             if (!grown) {
                 st = KEEL_ERROR_OUT_OF_MEMORY;
                 snprintf(err, err_size, "%s: out of host memory", name);
@@ -463,7 +464,7 @@ static void put(out_t *o, const char *s, size_t n)
         size_t cap = o->cap ? o->cap : 4096;
         while (cap < o->len + n + 1)
             cap *= 2;
-        char *grown = realloc(o->buf, cap);
+        char *grown = keel__realloc(o->buf, cap);
         if (!grown) {
             o->failed = 1;
             return;
@@ -490,7 +491,7 @@ static void printf_(out_t *o, const char *fmt, ...)
     va_start(ap, fmt);
     int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    if (k >= 0 && (size_t)k >= sizeof tmp && (big = malloc((size_t)k + 1)) != NULL) {
+    if (k >= 0 && (size_t)k >= sizeof tmp && (big = keel__malloc((size_t)k + 1)) != NULL) {
         va_start(ap, fmt);
         vsnprintf(big, (size_t)k + 1, fmt, ap);
         va_end(ap);
@@ -671,7 +672,7 @@ keel_status_t keel__ksource_deserialize(const char *text, size_t size, keel__kso
         lines += text[i] == '\n';
     if (lines == 0 || lines > 65536)
         return KEEL_ERROR_COMPILE_FAILED;
-    ks.kernels = calloc(lines, sizeof *ks.kernels);
+    ks.kernels = keel__calloc(lines, sizeof *ks.kernels);
     if (!ks.kernels)
         return KEEL_ERROR_OUT_OF_MEMORY;
     size_t i = 0;

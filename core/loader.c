@@ -19,8 +19,11 @@
 
 static struct keel_backend backends[MAX_BACKENDS];
 static int nbackends;
+/* The plugin directories; published once, by the keel__loader_setup that
+ * succeeds, and never changed after (ndirs is stored last). */
 static char *dirs[MAX_DIRS];
-static int ndirs;
+static atomic_int ndirs;
+static int setup_done;
 
 /* The plugin-facing services are the core's own functions. */
 const keel_host_api_t keel__host_api = {
@@ -33,6 +36,8 @@ const keel_host_api_t keel__host_api = {
     .hash_field = keel__hash_field,
     .cache_load = keel__cache_load,
     .cache_store = keel__cache_store,
+    .fault_armed = &keel__fault_armed,
+    .fault = keel__fault_hook,
 };
 
 static struct keel_backend *add_backend(const char *name, int builtin)
@@ -84,14 +89,20 @@ static void scan_dir(const char *dir)
     closedir(d);
 }
 
+/* keel_init calls it under its lock, again after a failure that may pass
+ * (out of host memory): nothing is published until every copy is made. */
 keel_status_t keel__loader_setup(const char *path_env)
 {
     keel_status_t st = KEEL_OK;
+    if (setup_done)
+        return KEEL_OK;
     add_backend("cuda", 0);
     add_backend("hip", 0);
     add_backend("cpu", 1);
+    char *found[MAX_DIRS];
+    int n = 0;
     if (path_env) {
-        char *copy = strdup(path_env);
+        char *copy = keel__strdup(path_env);
         if (!copy)
             return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_init: out of host memory");
         char *save = NULL;
@@ -105,15 +116,25 @@ keel_status_t keel__loader_setup(const char *path_env)
                                          path_env, tok);
                 continue;
             }
-            if (ndirs < MAX_DIRS - 1)
-                dirs[ndirs++] = strdup(tok);
+            if (n < MAX_DIRS - 1 && !(found[n++] = keel__strdup(tok)))
+                break;
         }
         free(copy);
     }
-    dirs[ndirs++] = strdup(KEEL_PLUGIN_DIR);
-    for (int i = 0; i < ndirs; i++)
-        if (dirs[i])
-            scan_dir(dirs[i]);
+    if (n == 0 || found[n - 1])
+        found[n++] = keel__strdup(KEEL_PLUGIN_DIR);
+    if (!found[n - 1]) {
+        for (int i = 0; i < n; i++)
+            free(found[i]);
+        /* An invalid KEEL_BACKEND_PATH is the verdict that stays. */
+        return st != KEEL_OK ? st : keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_init: out of host memory");
+    }
+    for (int i = 0; i < n; i++) {
+        dirs[i] = found[i];
+        scan_dir(dirs[i]);
+    }
+    atomic_store_explicit(&ndirs, n, memory_order_release);
+    setup_done = 1;
     return st;
 }
 
@@ -249,9 +270,8 @@ static const keel_backend_plugin_t *open_plugin(struct keel_backend *b)
     char file[64];
     snprintf(file, sizeof(file), "keel-%s.so", b->name);
     char tried[1024] = "";
-    for (int i = 0; i < ndirs; i++) {
-        if (!dirs[i])
-            continue;
+    int n = atomic_load_explicit(&ndirs, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
         char path[4096];
         snprintf(path, sizeof(path), "%s/%s", dirs[i], file);
         if (access(path, F_OK) != 0) {
@@ -263,6 +283,11 @@ static const keel_backend_plugin_t *open_plugin(struct keel_backend *b)
         char bad[512];
         if (keel__elf_check(path, bad, sizeof bad) != 0) {
             fail(b, KEEL_ERROR_BACKEND_UNAVAILABLE, "cannot load %s: %s", path, bad);
+            return NULL;
+        }
+        if (KEEL__FAULT(KEEL_FAULT_PLUGIN_LOAD)) {
+            fail(b, KEEL_ERROR_BACKEND_UNAVAILABLE, "cannot load %s: injected failure (KEEL_FAULT %s)", path,
+                 keel__fault_last());
             return NULL;
         }
         dlerror();
@@ -336,7 +361,7 @@ static void load_backend(struct keel_backend *b)
         fail(b, st, "%s", keel_last_error()[0] ? keel_last_error() : keel_status_string(st));
         return;
     }
-    if (count <= 0 || !(b->devices = calloc((size_t)count, sizeof(*b->devices)))) {
+    if (count <= 0 || !(b->devices = keel__calloc((size_t)count, sizeof(*b->devices)))) {
         /* The probe succeeded: let the plugin release what it made before it is unloaded. */
         if (p->shutdown)
             p->shutdown(b->ctx);
@@ -364,6 +389,10 @@ static void load_backend(struct keel_backend *b)
     b->reason[0] = '\0';
 }
 
+/* A load that failed for want of host memory, or because KEEL_FAULT made
+ * something in it fail, is not final: the next keel__backend_loaded of the
+ * backend loads it again (under its lock), so that a passing failure does
+ * not leave a backend unusable for the rest of the process. */
 struct keel_backend *keel__backend_loaded(struct keel_backend *b)
 {
     if (!atomic_load_explicit(&b->loaded, memory_order_acquire)) {
@@ -373,19 +402,42 @@ struct keel_backend *keel__backend_loaded(struct keel_backend *b)
             char saved[2048];
             keel_status_t saved_status = keel_last_status();
             snprintf(saved, sizeof(saved), "%s", keel_last_error());
+            unsigned long faults = keel__fault_thread_count();
             load_backend(b);
+            int final = b->status == KEEL_OK ||
+                        (b->status != KEEL_ERROR_OUT_OF_MEMORY && keel__fault_thread_count() == faults);
             if (b->status == KEEL_OK)
                 keel__log(KEEL_LOG_INFO, "backend %s: usable, %d device(s): %s", b->name, b->device_count,
                           b->description);
             else
-                keel__log(KEEL_LOG_INFO, "backend %s: not usable (%s): %s", b->name, keel_status_name(b->status),
-                          b->reason);
+                keel__log(KEEL_LOG_INFO, "backend %s: not usable (%s)%s: %s", b->name, keel_status_name(b->status),
+                          final ? "" : ", for now", b->reason);
             keel__restore_error(saved_status, saved);
-            atomic_store_explicit(&b->loaded, 1, memory_order_release);
+            if (final)
+                atomic_store_explicit(&b->loaded, 1, memory_order_release);
         }
         pthread_mutex_unlock(&b->lock);
     }
     return b;
+}
+
+int keel__backend_final(struct keel_backend *b)
+{
+    return atomic_load_explicit(&b->loaded, memory_order_acquire);
+}
+
+keel_status_t keel__backend_verdict(struct keel_backend *b, char *reason, size_t cap)
+{
+    keel__backend_loaded(b);
+    if (keel__backend_final(b)) {
+        snprintf(reason, cap, "%s", b->reason);
+        return b->status;
+    }
+    pthread_mutex_lock(&b->lock);
+    keel_status_t st = b->status;
+    snprintf(reason, cap, "%s", b->reason);
+    pthread_mutex_unlock(&b->lock);
+    return st;
 }
 
 int keel__backend_count(void)

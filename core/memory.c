@@ -57,6 +57,16 @@ static int give_back_kept(struct keel_device *dev, keel_memory_kind_t kind)
     return release_all_held(dev) | released;
 }
 
+/* The backend's alloc entry, which KEEL_FAULT device-alloc fails before
+ * it is called (as a device out of memory: the caller prefixes the call,
+ * size, kind and device). */
+static keel_status_t backend_alloc(struct keel_device *d, keel_memory_kind_t kind, size_t bytes, void **p)
+{
+    if (KEEL__FAULT(KEEL_FAULT_DEVICE_ALLOC))
+        return keel__fault_fail(KEEL_ERROR_OUT_OF_MEMORY, "out of device memory");
+    return d->plugin->memory->alloc(d->ctx, kind, bytes, p);
+}
+
 static keel_status_t alloc_kind(keel_device_t *device, size_t bytes, void **ptr, keel_memory_kind_t kind,
                                 const char *fn)
 {
@@ -67,9 +77,9 @@ static keel_status_t alloc_kind(keel_device_t *device, size_t bytes, void **ptr,
     if (bytes == 0)
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: size is 0 bytes", fn);
     void *p = NULL;
-    st = device->plugin->memory->alloc(device->ctx, kind, bytes, &p);
+    st = backend_alloc(device, kind, bytes, &p);
     if (st == KEEL_ERROR_OUT_OF_MEMORY && give_back_kept(device, kind))
-        st = device->plugin->memory->alloc(device->ctx, kind, bytes, &p); /* kept and held blocks are back */
+        st = backend_alloc(device, kind, bytes, &p); /* kept and held blocks are back */
     if (st != KEEL_OK)
         return keel__prefix_error(st, "%s: %zu bytes of %s memory on %s", fn, bytes, kind_name(kind), device->name);
     st = keel__registry_add(p, bytes, kind, device, 0);
@@ -208,6 +218,8 @@ static keel_status_t alloc_async_once(struct keel_stream *s, size_t bytes, void 
 {
     struct keel_device *d = s->device;
     const keel_memory_vtable_t *m = d->plugin->memory;
+    if (KEEL__FAULT(KEEL_FAULT_DEVICE_ALLOC))
+        return keel__fault_fail(KEEL_ERROR_OUT_OF_MEMORY, "out of device memory");
     return m->alloc_async ? m->alloc_async(s->ctx, bytes, p) : m->alloc(d->ctx, KEEL_MEMORY_DEVICE, bytes, p);
 }
 
@@ -237,7 +249,14 @@ keel_status_t keel_malloc_async(keel_stream_t *stream, size_t bytes, void **ptr)
     }
     st = keel__registry_add(p, bytes, KEEL_MEMORY_DEVICE, d, stream_ordered);
     if (st != KEEL_OK) {
-        keel__reuse_release(stream, p, stream_ordered);
+        /* Kept for the next allocation (the retry of this one) if the
+         * stream holds none, else released. */
+        char detail[2048];
+        snprintf(detail, sizeof detail, "%s", keel_last_error());
+        if (keel__reuse_put(stream, p, bytes, stream_ordered) != KEEL_OK)
+            keel__log(KEEL_LOG_WARN, "keel_malloc_async: a block of %zu bytes of %s could not be released: %s", bytes,
+                      d->name, keel_last_error());
+        keel__restore_error(st, detail);
         return st;
     }
     *ptr = p;
@@ -388,6 +407,7 @@ static keel_status_t do_copy(struct keel_stream *s, void *dst, side_t *d, const 
 {
     const keel_memory_vtable_t *m = s->device->plugin->memory;
     keel_status_t st;
+    KEEL__FAULT_ENQUEUE(sync ? "keel_memcpy" : "keel_memcpy_async");
     if (peer) {
         if (!m->memcpy_peer_async)
             return keel__set_error(KEEL_ERROR_NOT_SUPPORTED, "copy between %s and %s: %s has no peer copies",
@@ -492,6 +512,7 @@ keel_status_t keel_memset(void *ptr, int value, size_t bytes)
     struct keel_stream *ds = s.a.device->default_stream;
     if ((st = refuse_capturing(ds, "keel_memset")) != KEEL_OK)
         return st;
+    KEEL__FAULT_ENQUEUE("keel_memset");
     st = s.a.device->plugin->memory->memset_async(ds->ctx, ptr, value, bytes);
     if (st == KEEL_OK)
         st = s.a.device->plugin->stream->synchronize(ds->ctx);
@@ -510,6 +531,7 @@ keel_status_t keel_memset_async(void *ptr, int value, size_t bytes, keel_stream_
         return keel__set_error(KEEL_ERROR_DEVICE_MISMATCH, "keel_memset_async: %p is %s memory of %s, the stream is on %s",
                                ptr, kind_name(s.a.kind), s.a.device->name, stream->device->name);
     note_reach(&s, stream->device);
+    KEEL__FAULT_ENQUEUE("keel_memset_async");
     return stream->device->plugin->memory->memset_async(stream->ctx, ptr, value, bytes);
 }
 

@@ -246,6 +246,7 @@ keel_status_t keel_fill(keel_stream_t *stream, keel_dtype_t dtype, void *ptr, si
         return KEEL_OK;
     if (!OPS_ENTRY(ops, fill))
         return missing(stream, fn);
+    KEEL__FAULT_ENQUEUE(fn);
     return ops->fill(stream->ctx, dtype, ptr, n, value);
 }
 
@@ -268,6 +269,7 @@ keel_status_t keel_cast(keel_stream_t *stream, keel_dtype_t src_dtype, const voi
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: src %p and dst %p overlap", fn, src, dst);
     if (!OPS_ENTRY(ops, cast))
         return missing(stream, fn);
+    KEEL__FAULT_ENQUEUE(fn);
     return ops->cast(stream->ctx, src_dtype, src, dst_dtype, dst, n);
 }
 
@@ -298,10 +300,12 @@ static keel_status_t copy2d_common(keel_stream_t *stream, const char *fn, int tr
     if (transpose) {
         if (!OPS_ENTRY(ops, transpose))
             return missing(stream, fn);
+        KEEL__FAULT_ENQUEUE(fn);
         return ops->transpose(stream->ctx, dtype, rows, cols, src, src_ld, dst, dst_ld);
     }
     if (!OPS_ENTRY(ops, copy_2d))
         return missing(stream, fn);
+    KEEL__FAULT_ENQUEUE(fn);
     return ops->copy_2d(stream->ctx, dtype, rows, cols, src, src_ld, dst, dst_ld);
 }
 
@@ -338,6 +342,7 @@ keel_status_t keel_unary(keel_stream_t *stream, keel_unary_op_t op, keel_dtype_t
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: x %p and y %p overlap without being equal", fn, x, y);
     if (!OPS_ENTRY(ops, unary))
         return missing(stream, fn);
+    KEEL__FAULT_ENQUEUE(fn);
     return ops->unary(stream->ctx, op, dtype, n, x, y);
 }
 
@@ -381,6 +386,7 @@ keel_status_t keel_binary(keel_stream_t *stream, keel_binary_op_t op, keel_dtype
         return missing(stream, fn);
     keel_binary_args_t args = {op, dtype, broadcast, rows, cols, alpha, beta, a, lda, b,
                                broadcast == KEEL_BROADCAST_NONE ? ldb : 0, y, ldy};
+    KEEL__FAULT_ENQUEUE(fn);
     return ops->binary(stream->ctx, &args);
 }
 
@@ -413,10 +419,12 @@ keel_status_t keel_reduce(keel_stream_t *stream, keel_reduce_op_t op, keel_dtype
         (void)per;
         if (!OPS_ENTRY(ops, fill))
             return missing(stream, fn);
+        KEEL__FAULT_ENQUEUE(fn);
         return ops->fill(stream->ctx, dtype, out, nout, 0.0);
     }
     if (!OPS_ENTRY(ops, reduce))
         return missing(stream, fn);
+    KEEL__FAULT_ENQUEUE(fn);
     return ops->reduce(stream->ctx, op, dtype, rows, cols, x, ld, axis, out);
 }
 
@@ -435,6 +443,7 @@ keel_status_t keel_argmax_rows(keel_stream_t *stream, keel_dtype_t dtype, size_t
         return KEEL_OK;
     if (!OPS_ENTRY(ops, argmax_rows))
         return missing(stream, fn);
+    KEEL__FAULT_ENQUEUE(fn);
     return ops->argmax_rows(stream->ctx, dtype, rows, cols, x, ld, out);
 }
 
@@ -465,6 +474,7 @@ keel_status_t keel_softmax_rows(keel_stream_t *stream, keel_dtype_t dtype, size_
     TRY(check_overlap(fn, "y", y, ey, "x", x, ex, es, 1));
     if (!OPS_ENTRY(ops, softmax_rows))
         return missing(stream, fn);
+    KEEL__FAULT_ENQUEUE(fn);
     return ops->softmax_rows(stream->ctx, dtype, rows, cols, x, ldx, y, ldy, log_softmax != 0);
 }
 
@@ -496,6 +506,7 @@ keel_status_t keel_layernorm_rows(keel_stream_t *stream, keel_dtype_t dtype, siz
     TRY(check_overlap(fn, "y", y, ey, "beta", beta, cols, es, 0));
     if (!OPS_ENTRY(ops, layernorm_rows))
         return missing(stream, fn);
+    KEEL__FAULT_ENQUEUE(fn);
     return ops->layernorm_rows(stream->ctx, dtype, rows, cols, x, ldx, gamma, beta, eps, y, ldy);
 }
 
@@ -637,8 +648,10 @@ keel_status_t keel_gemm(keel_stream_t *stream, const keel_gemm_params_t *params)
         q.b_type = p.a_type;
         q.stride_a = p.stride_b;
         q.stride_b = p.stride_a;
+        KEEL__FAULT_ENQUEUE(fn);
         return ops->gemm(stream->ctx, &q);
     }
+    KEEL__FAULT_ENQUEUE(fn);
     return ops->gemm(stream->ctx, &p);
 }
 
@@ -680,6 +693,7 @@ keel_status_t keel_gemv(keel_stream_t *stream, keel_dtype_t dtype, keel_layout_t
         g.m = n;
         g.n = m;
     }
+    KEEL__FAULT_ENQUEUE(fn);
     return ops->gemv(stream->ctx, &g);
 }
 
@@ -722,5 +736,6 @@ keel_status_t keel_dense(keel_stream_t *stream, const keel_dense_params_t *param
     TRY(check_overlap(fn, "Y", p.y, ey, "bias", p.bias, p.m, es, 0));
     if (!OPS_ENTRY(ops, dense))
         return missing(stream, fn);
+    KEEL__FAULT_ENQUEUE(fn);
     return ops->dense(stream->ctx, &p);
 }

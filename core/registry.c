@@ -33,8 +33,10 @@
  * KEEL_ERROR_OUT_OF_MEMORY of the call. */
 #define HASH_NONFATAL_OOM 1
 #define uthash_nonfatal_oom(elt) (hash_oom = 1)
-#include <uthash.h>
 #include "core/internal.h"
+/* uthash's tables are host allocations of Keel's too (KEEL_FAULT host-alloc). */
+#define uthash_malloc(sz) keel__malloc(sz)
+#include <uthash.h>
 
 typedef struct node {
     keel__alloc_t a;
@@ -123,12 +125,14 @@ static void pending_unlink(node_t *n)
     n->prev = n->next = NULL;
 }
 
-/* Moves every pending allocation into the tree. 0, or -1 when out of memory. */
+/* Moves every pending allocation into the tree. 0, or -1 when out of
+ * memory (tsearch allocates a node per entry): the allocations it could
+ * not move stay pending, where the lookups below search them one by one. */
 static int flush_pending(void)
 {
     while (pending) {
         node_t *n = pending;
-        if (!tsearch(&n->a, &tree, compare))
+        if (KEEL__FAULT(KEEL_FAULT_HOST_ALLOC) || !tsearch(&n->a, &tree, compare))
             return -1;
         pending_unlink(n);
         n->in_tree = 1;
@@ -227,7 +231,7 @@ static keel_status_t add(const keel__alloc_t *a)
     if (spare) {
         n = spare;
         spare = n->next;
-    } else if (!(n = malloc(sizeof(*n)))) {
+    } else if (!(n = keel__malloc(sizeof(*n)))) {
         pthread_mutex_unlock(&lock);
         return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY,
                                "allocation registry: out of host memory to record %zu bytes at %p", a->size, base);
@@ -275,21 +279,30 @@ keel_status_t keel__registry_put_back(const keel__alloc_t *a)
     return st;
 }
 
-/* Under the lock: the allocation holding ptr, or NULL (with *oom set when the tree could not grow). */
-static node_t *lookup(uintptr_t key, int *oom)
+/* Under the lock: a pending allocation overlapping [key, end), or NULL;
+ * searched only when the tree could not take them (out of memory). */
+static node_t *pending_overlapping(uintptr_t key, uintptr_t end)
+{
+    for (node_t *n = pending; n; n = n->next)
+        if (key < n->a.base + n->a.size && n->a.base < end)
+            return n;
+    return NULL;
+}
+
+/* Under the lock: the allocation holding ptr, or NULL. */
+static node_t *lookup(uintptr_t key)
 {
     node_t *n;
     HASH_FIND(hh, table, &key, sizeof(key), n);
     if (n)
         return n;
-    if (flush_pending() != 0) {
-        *oom = 1;
-        return NULL;
-    }
+    int flushed = flush_pending() == 0;
     keel__alloc_t probe = {.base = key, .kind = KEEL_MEMORY_HOST};
     keel__alloc_t **slot = tfind(&probe, &tree, compare);
     /* a is the node's first member, so the tree's pointer is the node's. */
-    return slot ? (node_t *)*slot : NULL;
+    if (slot)
+        return (node_t *)*slot;
+    return flushed ? NULL : pending_overlapping(key, key + 1);
 }
 
 /* With evicted, the removed block is remembered as kept in the same step. */
@@ -297,9 +310,8 @@ static keel_status_t remove_entry(void *base, keel__alloc_t *out, keel__alloc_t 
 {
     uintptr_t key = (uintptr_t)base;
     keel__alloc_t holder = {.kind = KEEL_MEMORY_HOST};
-    int oom = 0;
     pthread_mutex_lock(&lock);
-    node_t *n = lookup(key, &oom);
+    node_t *n = lookup(key);
     if (n && n->a.base == key) {
         if (out)
             *out = n->a;
@@ -313,8 +325,6 @@ static keel_status_t remove_entry(void *base, keel__alloc_t *out, keel__alloc_t 
     if (n)
         holder = n->a;
     pthread_mutex_unlock(&lock);
-    if (oom)
-        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "allocation registry: out of host memory");
     if (holder.size)
         return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%p is inside an allocation of %zu bytes at %p, not its start",
                                base, holder.size, (void *)holder.base);
@@ -361,13 +371,16 @@ static keel__ptr_class_t explain_locked(uintptr_t key, size_t bytes, keel__alloc
     /* One search for [key - 1, end): an allocation holding key - 1 ends at
      * key (key itself is in none), any other overlaps [key, end). */
     uintptr_t from = key > 0 ? key - 1 : 0;
-    if (flush_pending() == 0) {
-        keel__alloc_t probe = {.base = from, .size = end - from};
-        keel__alloc_t **slot = tfind(&probe, &tree, compare_overlap);
-        if (slot) {
-            *out = **slot;
-            return out->base + out->size == key ? KEEL__PTR_PAST_END : KEEL__PTR_RUNS_INTO;
-        }
+    int flushed = flush_pending() == 0;
+    keel__alloc_t probe = {.base = from, .size = end - from};
+    keel__alloc_t **slot = tfind(&probe, &tree, compare_overlap);
+    const keel__alloc_t *hit = slot ? *slot : NULL;
+    node_t *n;
+    if (!hit && !flushed && (n = pending_overlapping(from, end)) != NULL)
+        hit = &n->a;
+    if (hit) {
+        *out = *hit;
+        return out->base + out->size == key ? KEEL__PTR_PAST_END : KEEL__PTR_RUNS_INTO;
     }
     if ((f = freed_overlapping(key, end)) != NULL) {
         *out = f->a;
@@ -382,10 +395,9 @@ static keel__ptr_class_t explain_locked(uintptr_t key, size_t bytes, keel__alloc
 static __attribute__((noinline)) const keel__alloc_t *find_locked(uintptr_t key, size_t bytes,
                                                                   keel__ptr_class_t *why, keel__alloc_t *near)
 {
-    int oom = 0;
     keel__alloc_t found;
     pthread_mutex_lock(&lock);
-    node_t *n = lookup(key, &oom);
+    node_t *n = lookup(key);
     if (n)
         found = n->a;
     else if (why)

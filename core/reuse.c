@@ -13,11 +13,47 @@ keel_status_t keel__reuse_release(struct keel_stream *s, void *p, int stream_ord
     /* The record of freed blocks remembered it as kept; once the backend has
      * it, its addresses may become host memory (internal.h). */
     keel__registry_unkeep((uintptr_t)p);
-    if (stream_ordered && m->free_async)
-        return m->free_async(s->ctx, p);
+    keel_status_t st = KEEL_OK;
+    if (stream_ordered && m->free_async) {
+        if ((st = m->free_async(s->ctx, p)) == KEEL_OK)
+            return KEEL_OK;
+        /* The free could not be enqueued (out of memory for the command):
+         * free it as memory that is not stream-ordered, after waiting for
+         * the device, rather than lose it. (cudaFree and hipFree take
+         * stream-ordered blocks too.) */
+        keel__log(KEEL_LOG_DEBUG, "releasing a stream-ordered block of %s: %s; freeing it after a device "
+                  "synchronize instead", d->name, keel_last_error());
+    }
     /* Not stream-ordered memory: as keel_free, wait for the whole device. */
-    keel_status_t st = d->plugin->device->synchronize(d->ctx);
-    return st == KEEL_OK ? m->free(d->ctx, KEEL_MEMORY_DEVICE, p) : st;
+    keel_status_t synced = d->plugin->device->synchronize(d->ctx);
+    if (synced == KEEL_OK && (synced = m->free(d->ctx, KEEL_MEMORY_DEVICE, p)) == KEEL_OK)
+        return KEEL_OK;
+    return st != KEEL_OK ? st : synced;
+}
+
+/* Puts a block whose release failed back into s's slot, so that it is
+ * released later (or reused) rather than lost; 0 when the slot was taken
+ * meanwhile by another thread's keel_free_async on the stream. */
+static int relink(struct keel_stream *s, void *p, size_t size, int stream_ordered)
+{
+    struct keel_device *d = s->device;
+    pthread_mutex_lock(&d->reuse_lock);
+    int kept = s->reuse_ptr == NULL;
+    if (kept) {
+        s->reuse_ptr = p;
+        s->reuse_size = size;
+        s->reuse_stream_ordered = stream_ordered;
+        s->reuse_next = d->reuse_list;
+        s->reuse_pprev = &d->reuse_list;
+        if (d->reuse_list)
+            d->reuse_list->reuse_pprev = &s->reuse_next;
+        d->reuse_list = s;
+    }
+    pthread_mutex_unlock(&d->reuse_lock);
+    if (!kept)
+        keel__log(KEEL_LOG_WARN, "a block of %zu bytes of %s could not be released, and its stream holds another: "
+                  "it stays allocated", size, d->name);
+    return kept;
 }
 
 /* Takes s's block out of the slot and the device's list; lock held. */
@@ -77,7 +113,10 @@ keel_status_t keel__reuse_take(struct keel_stream *s, size_t size, void **p, int
         *hit = 1;
         return KEEL_OK;
     }
-    return keel__reuse_release(s, b, *stream_ordered);
+    keel_status_t st = keel__reuse_release(s, b, *stream_ordered);
+    if (st != KEEL_OK)
+        relink(s, b, held, *stream_ordered);
+    return st;
 }
 
 keel_status_t keel__reuse_drop(struct keel_stream *s)
@@ -87,7 +126,10 @@ keel_status_t keel__reuse_drop(struct keel_stream *s)
     pthread_mutex_lock(&s->device->reuse_lock);
     void *b = unlink_locked(s, &size, &so);
     pthread_mutex_unlock(&s->device->reuse_lock);
-    return b ? keel__reuse_release(s, b, so) : KEEL_OK;
+    keel_status_t st = b ? keel__reuse_release(s, b, so) : KEEL_OK;
+    if (st != KEEL_OK) /* the stream stays, and its destruction tries again */
+        relink(s, b, size, so);
+    return st;
 }
 
 keel_status_t keel__reuse_flush(struct keel_device *d, int *released)
@@ -96,6 +138,8 @@ keel_status_t keel__reuse_flush(struct keel_device *d, int *released)
     *released = 0;
     /* The lock stays held across the releases: a stream being destroyed
      * meanwhile waits in keel__reuse_drop instead of going away under us. */
+    /* Blocks whose release failed go back to their streams afterwards. */
+    struct keel_stream *failed = NULL;
     pthread_mutex_lock(&d->reuse_lock);
     while (d->reuse_list) {
         struct keel_stream *s = d->reuse_list;
@@ -103,10 +147,26 @@ keel_status_t keel__reuse_flush(struct keel_device *d, int *released)
         int so = 0;
         void *b = unlink_locked(s, &size, &so);
         keel_status_t st = keel__reuse_release(s, b, so);
-        if (st == KEEL_OK)
+        if (st == KEEL_OK) {
             *released = 1;
-        else if (first == KEEL_OK)
-            first = st;
+        } else {
+            if (first == KEEL_OK)
+                first = st;
+            s->reuse_ptr = b;   /* out of the list, on a list of its own (reuse_next) */
+            s->reuse_size = size;
+            s->reuse_stream_ordered = so;
+            s->reuse_next = failed;
+            failed = s;
+        }
+    }
+    while (failed) {
+        struct keel_stream *s = failed;
+        failed = s->reuse_next;
+        s->reuse_next = d->reuse_list;
+        s->reuse_pprev = &d->reuse_list;
+        if (d->reuse_list)
+            d->reuse_list->reuse_pprev = &s->reuse_next;
+        d->reuse_list = s;
     }
     pthread_mutex_unlock(&d->reuse_lock);
     if (*released) {

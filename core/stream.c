@@ -123,6 +123,7 @@ keel_status_t keel_stream_wait_event(keel_stream_t *stream, keel_event_t *event)
                                "keel_stream_wait_event: the event is of %s and the stream of %s; waits cross devices "
                                "of one backend only (synchronize the event on the host instead)",
                                event->device->name, stream->device->name);
+    KEEL__FAULT_ENQUEUE("keel_stream_wait_event");
     return stream->device->plugin->stream->wait_event(stream->ctx, event->ctx);
 }
 
@@ -131,6 +132,7 @@ keel_status_t keel_stream_launch_host_func(keel_stream_t *stream, keel_host_fn_t
     STREAM(stream, "keel_stream_launch_host_func");
     if (!fn)
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "keel_stream_launch_host_func: fn is NULL");
+    KEEL__FAULT_ENQUEUE("keel_stream_launch_host_func");
     return stream->device->plugin->stream->launch_host_func(stream->ctx, fn, user_data);
 }
 
@@ -173,6 +175,7 @@ keel_status_t keel_event_record(keel_event_t *event, keel_stream_t *stream)
     if (event->device != stream->device)
         return keel__set_error(KEEL_ERROR_DEVICE_MISMATCH, "keel_event_record: the event is of %s, the stream of %s",
                                event->device->name, stream->device->name);
+    KEEL__FAULT_ENQUEUE("keel_event_record");
     return stream->device->plugin->event->record(event->ctx, stream->ctx);
 }
 

@@ -446,7 +446,7 @@ void kt_host_sleep(void *ms_as_ptr)
 
 /* ---- child processes ---- */
 
-static char *read_all_two(int fd_out, int fd_err, char **err_text, pid_t pid, int *timed_out)
+static char *read_all_two(int fd_out, int fd_err, char **err_text, pid_t pid, int timeout_ms, int *timed_out)
 {
     size_t cap[2] = {4096, 4096}, len[2] = {0, 0};
     char *buf[2] = {malloc(cap[0]), malloc(cap[1])};
@@ -454,7 +454,7 @@ static char *read_all_two(int fd_out, int fd_err, char **err_text, pid_t pid, in
     int open_fds = 2;
     *timed_out = 0;
     while (open_fds > 0) {
-        int r = poll(p, 2, 60000);
+        int r = poll(p, 2, timeout_ms);
         if (r == 0) {
             *timed_out = 1;
             kill(pid, SIGKILL);
@@ -493,11 +493,17 @@ static char *read_all_two(int fd_out, int fd_err, char **err_text, pid_t pid, in
 
 kt_child_result_t kt_run_probe(const char *const *env, int keep_path, const char *const *argv)
 {
-    kt_child_result_t res = {-1, NULL, NULL};
     const char *probe = KT_BUILDDIR "/tests/keel-env-probe";
     const char *override = getenv("KEEL_TEST_PROBE");
     if (override != NULL && override[0] != '\0')
         probe = override;
+    return kt_run_program(probe, env, keep_path, argv, 60000);
+}
+
+kt_child_result_t kt_run_program(const char *probe, const char *const *env, int keep_path, const char *const *argv,
+                                 int timeout_ms)
+{
+    kt_child_result_t res = {-1, NULL, NULL};
 
     size_t nenv = 0, nextra = 0, nargs = 0;
     while (environ[nenv])
@@ -552,7 +558,7 @@ kt_child_result_t kt_run_probe(const char *const *env, int keep_path, const char
         return res;
     }
     int timed_out = 0;
-    res.out = read_all_two(po[0], pe[0], &res.err, pid, &timed_out);
+    res.out = read_all_two(po[0], pe[0], &res.err, pid, timeout_ms, &timed_out);
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;

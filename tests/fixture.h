@@ -165,6 +165,10 @@ typedef struct kt_child_result {
  * @p env ("NAME=value" strings, NULL-terminated) and KEEL_BACKEND_PATH when
  * @p keep_path. */
 kt_child_result_t kt_run_probe(const char *const *env, int keep_path, const char *const *argv);
+/* As kt_run_probe, for the program at @p path; a child that writes nothing
+ * for @p timeout_ms is killed (status 124). */
+kt_child_result_t kt_run_program(const char *path, const char *const *env, int keep_path, const char *const *argv,
+                                 int timeout_ms);
 void kt_child_free(kt_child_result_t *r);
 /* The value after "<key> " on the first line of @p text starting with it; malloc'd, or NULL. */
 char *kt_line_value(const char *text, const char *key);

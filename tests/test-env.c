@@ -1,5 +1,5 @@
 /* test-env: KEEL_BACKEND, KEEL_DEVICE, KEEL_BACKEND_PATH, KEEL_LOG,
- * KEEL_CPU_DEVICES, KEEL_CPU_MEMORY_LIMIT and KEEL_CPU_THREADS. Keel reads its
+ * KEEL_CPU_DEVICES, KEEL_CPU_MEMORY_LIMIT, KEEL_CPU_THREADS and KEEL_FAULT. Keel reads its
  * environment once per process, so every setting runs in a fresh child
  * (tests/keel-env-probe, see its comment for the commands and output).
  * This process never calls Keel. */
@@ -574,6 +574,60 @@ START_TEST(explicit_device_selection_checks_the_environment_too)
 }
 END_TEST
 
+/* KEEL_FAULT's syntax is checked as strictly as the other variables'. */
+START_TEST(malformed_fault_specs_are_invalid_environment)
+{
+    const char *values[] = {"KEEL_FAULT=host-alloc", "KEEL_FAULT=host-alloc:", "KEEL_FAULT=host-alloc:0",
+                            "KEEL_FAULT=host-alloc:-1", "KEEL_FAULT=host-alloc:1x", "KEEL_FAULT=host-alloc:+",
+                            "KEEL_FAULT=host-alloc:1++", "KEEL_FAULT=malloc:1", "KEEL_FAULT=:1",
+                            "KEEL_FAULT=host-alloc:1,", "KEEL_FAULT=,host-alloc:1", "KEEL_FAULT=host-alloc: 1",
+                            "KEEL_FAULT=host-alloc:p=", "KEEL_FAULT=host-alloc:p=1.5", "KEEL_FAULT=host-alloc:p=-0.1",
+                            "KEEL_FAULT=host-alloc:p=0.1:seed=", "KEEL_FAULT=host-alloc:p=0.1:seed=x",
+                            "KEEL_FAULT=host-alloc:p=0.1:sed=1", "KEEL_FAULT=host-alloc:3:seed=1",
+                            "KEEL_FAULT=host-alloc:99999999999999999999"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        probe_t p = run(ENV("KEEL_BACKEND=cpu", values[i]), CMDS("init", "get:cpu:0", "count"));
+        EXPECT_STATUS(p, "init", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_DETAIL_HAS(p, "init", "KEEL_FAULT");
+        EXPECT_DETAIL_HAS(p, "init", "host-alloc, device-alloc, thread-create");
+        EXPECT_STATUS(p, "get:cpu:0", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_STATUS(p, "count", "OK");
+        done(&p);
+    }
+    const char *good[] = {"KEEL_FAULT=host-alloc:1000000", "KEEL_FAULT=DEVICE-ALLOC:2+", "KEEL_FAULT=compile:p=0.5",
+                          "KEEL_FAULT=stream-enqueue:p=1:seed=7,thread-create:3", "KEEL_FAULT=vendor-call:p=.25",
+                          "KEEL_FAULT=plugin-load:P=0:SEED=18446744073709551615", "KEEL_FAULT="};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        probe_t p = run(ENV("KEEL_BACKEND=cpu", good[i]), CMDS("init"));
+        EXPECT_STATUS(p, "init", "OK");
+        done(&p);
+    }
+}
+END_TEST
+
+/* An armed site fails the call it names, once: the failure says it was
+ * injected, the log says which call, and the next call works. */
+START_TEST(fault_fails_the_nth_call_once_and_logs_it)
+{
+    probe_t p = run(ENV("KEEL_BACKEND=cpu", "KEEL_LOG=warn", "KEEL_FAULT=device-alloc:2"),
+                    CMDS("alloc:cpu:0:64", "alloc:cpu:0:128", "alloc:cpu:0:256"));
+    EXPECT_STATUS(p, "alloc:cpu:0:64", "OK");
+    EXPECT_STATUS(p, "alloc:cpu:0:128", "KEEL_ERROR_OUT_OF_MEMORY");
+    EXPECT_DETAIL_HAS(p, "alloc:cpu:0:128", "injected failure (KEEL_FAULT device-alloc:2)");
+    EXPECT_STATUS(p, "alloc:cpu:0:256", "OK");
+    ck_assert_msg(strstr(p.r.err, "keel[warn]: KEEL_FAULT: call 2 of device-alloc fails (injected)") != NULL,
+                  "no log line of the injected fault:\n%s", p.r.err);
+    done(&p);
+    /* N+: every call from the Nth. */
+    p = run(ENV("KEEL_BACKEND=cpu", "KEEL_FAULT=device-alloc:2+"),
+            CMDS("alloc:cpu:0:64", "alloc:cpu:0:128", "alloc:cpu:0:256"));
+    EXPECT_STATUS(p, "alloc:cpu:0:64", "OK");
+    EXPECT_STATUS(p, "alloc:cpu:0:128", "KEEL_ERROR_OUT_OF_MEMORY");
+    EXPECT_STATUS(p, "alloc:cpu:0:256", "KEEL_ERROR_OUT_OF_MEMORY");
+    done(&p);
+}
+END_TEST
+
 /* Words in the environment match without regard to case in every variable
  * (docs/environment.md): KEEL_LOG as much as KEEL_BACKEND. */
 START_TEST(words_in_any_case_are_accepted)
@@ -633,6 +687,8 @@ static Suite *suite(void)
     tcase_add_test(tc, first_init_from_many_threads_agrees);
     tcase_add_test(tc, explicit_device_selection_checks_the_environment_too);
     tcase_add_test(tc, words_in_any_case_are_accepted);
+    tcase_add_test(tc, malformed_fault_specs_are_invalid_environment);
+    tcase_add_test(tc, fault_fails_the_nth_call_once_and_logs_it);
     suite_add_tcase(s, tc);
     TCase *td = kt_tcase_create("device", 120);
     tcase_add_test(td, device_index_selects_the_default_device);

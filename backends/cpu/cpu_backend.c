@@ -176,7 +176,7 @@ static keel_status_t cpu_probe(const keel_host_api_t *host, void **backend_ctx, 
     keel_status_t st;
     if (host)
         keel__cpu_host = host;
-    cpu_backend_t *b = calloc(1, sizeof *b);
+    cpu_backend_t *b = keel__calloc(1, sizeof *b);
     if (!b)
         return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "cpu backend: out of memory while probing");
     cpu_probe_machine(b);
@@ -222,7 +222,7 @@ static keel_status_t cpu_device_open(void *backend_ctx, int index, void **device
     if (index < 0 || index >= b->ndevices)
         return CPU_ERR(KEEL_ERROR_NO_DEVICE, "cpu backend has %d device(s); there is no device %d", b->ndevices,
                        index);
-    cpu_device_t *d = calloc(1, sizeof *d);
+    cpu_device_t *d = keel__calloc(1, sizeof *d);
     if (!d)
         return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "cpu:%d: out of memory while opening the device", index);
     d->backend = b;

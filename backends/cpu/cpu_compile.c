@@ -207,9 +207,14 @@ keel_status_t keel__cpu_module_open(cpu_device_t *d, const char *path, const cha
     if (keel__elf_check(path, bad, sizeof bad) != 0)
         return CPU_ERR(KEEL_ERROR_COMPILE_FAILED, "%s: %s is not a loadable CPU module (a shared object of C kernels): %s",
                        fn, path, bad);
-    cpu_module_t *m = calloc(1, sizeof *m);
+    cpu_module_t *m = keel__calloc(1, sizeof *m);
     if (!m)
         return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    if (KEEL__FAULT(KEEL_FAULT_PLUGIN_LOAD)) {
+        free(m);
+        return keel__fault_fail(KEEL_ERROR_COMPILE_FAILED, "%s: %s is not a loadable CPU module: dlopen failed", fn,
+                                path);
+    }
     m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!m->dl) {
         const char *why = dlerror();
@@ -251,6 +256,8 @@ static keel_status_t compile_into(cpu_build_t *b, const char *source, const char
     b->argv[n] = NULL;
     keel__join_words(b->argv, n, b->cmd, sizeof b->cmd);
     keel__log(KEEL_LOG_DEBUG, "%s: cpu: compiling %s: %s", fn_name, name, b->cmd);
+    if (KEEL__FAULT(KEEL_FAULT_COMPILE))
+        return keel__fault_fail(KEEL_ERROR_COMPILE_FAILED, "%s: %s: cannot run %s", fn_name, name, b->argv[0]);
     int rc = keel__run_capture(b->argv, b->log, sizeof b->log);
     if (rc < 0)
         return CPU_ERR(KEEL_ERROR_COMPILE_FAILED, "%s: %s: %s (set KEEL_CPU_CC to a working C compiler)", fn_name,
@@ -267,7 +274,7 @@ keel_status_t keel__cpu_module_compile(void *device_ctx, const char *source, con
                                        const char *const *options, int num_options, void **module_ctx)
 {
     cpu_device_t *d = device_ctx;
-    cpu_build_t *b = calloc(1, sizeof *b);
+    cpu_build_t *b = keel__calloc(1, sizeof *b);
     if (!b)
         return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn_name);
     keel_status_t st = find_compiler(b);

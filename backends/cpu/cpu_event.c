@@ -34,7 +34,7 @@ static int cpu_event_room_locked(cpu_event_t *e, size_t more)
     size_t cap = e->late_cap ? e->late_cap : 4;
     while (cap < need)
         cap *= 2;
-    uint64_t *nl = realloc(e->late, cap * sizeof *nl);
+    uint64_t *nl = keel__realloc(e->late, cap * sizeof *nl);
     if (!nl)
         return -1;
     e->late = nl;
@@ -149,7 +149,7 @@ void keel__cpu_event_wait_gen(cpu_event_t *e, uint64_t gen)
 static keel_status_t cpu_event_create(void *device_ctx, unsigned flags, void **event_ctx)
 {
     cpu_device_t *d = device_ctx;
-    cpu_event_t *e = calloc(1, sizeof *e);
+    cpu_event_t *e = keel__calloc(1, sizeof *e);
     if (!e)
         return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "keel_event_create: cpu:%d: out of memory", d->index);
     e->flags = flags;

@@ -10,7 +10,7 @@
 
 cpu_graph_t *keel__cpu_graph_new(cpu_device_t *dev)
 {
-    cpu_graph_t *g = calloc(1, sizeof *g);
+    cpu_graph_t *g = keel__calloc(1, sizeof *g);
     if (g)
         g->dev = dev;
     return g;
@@ -44,7 +44,7 @@ static keel_status_t cpu_graph_instantiate(void *graph_ctx, void **exec_ctx)
     if (!x)
         return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "keel_graph_instantiate: out of memory");
     for (const cpu_cmd_t *c = g->head; c; c = c->next) {
-        cpu_cmd_t *n = malloc(sizeof *n);
+        cpu_cmd_t *n = keel__malloc(sizeof *n);
         if (n) {
             n->heap = NULL;
             n->heap_cap = 0;

@@ -87,7 +87,7 @@ static keel_status_t cpu_module_get_kernel(void *module_ctx, const char *name, v
                        "keel_module_get_kernel: %s has no CPU kernel '%s' (no symbol %s; export it with "
                        "KEEL_CPU_KERNEL_EXPORT)",
                        m->path, name, sym);
-    cpu_kernel_t *k = calloc(1, sizeof *k);
+    cpu_kernel_t *k = keel__calloc(1, sizeof *k);
     if (!k)
         return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "keel_module_get_kernel: out of memory");
     keel_status_t st = cpu_kernel_setup(k, desc, name, "keel_module_get_kernel");
@@ -104,7 +104,7 @@ static keel_status_t cpu_module_get_kernel(void *module_ctx, const char *name, v
 
 static keel_status_t cpu_kernel_register(void *device_ctx, const keel_cpu_kernel_desc_t *desc, void **kernel_ctx)
 {
-    cpu_kernel_t *k = calloc(1, sizeof *k);
+    cpu_kernel_t *k = keel__calloc(1, sizeof *k);
     if (!k)
         return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "keel_kernel_register_cpu: out of memory");
     keel_status_t st = cpu_kernel_setup(k, desc, desc->name ? desc->name : "(unnamed)", "keel_kernel_register_cpu");

@@ -55,7 +55,7 @@ static keel_status_t cpu_alloc_kind(cpu_device_t *d, keel_memory_kind_t kind, si
         atomic_fetch_add_explicit(&d->used, bytes, memory_order_relaxed);
     }
     void *raw = NULL;
-    if (posix_memalign(&raw, KEEL_CPU_ALIGN, KEEL_CPU_ALIGN + bytes + 1) != 0) {
+    if (keel__posix_memalign(&raw, KEEL_CPU_ALIGN, KEEL_CPU_ALIGN + bytes + 1) != 0) {
         atomic_fetch_sub_explicit(&d->used, bytes, memory_order_relaxed);
         return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "the system could not allocate %zu bytes", bytes);
     }

@@ -41,7 +41,7 @@ void *keel__cpu_thread_scratch(size_t bytes)
     pthread_once(&cpu_scratch_once, cpu_scratch_key_init);
     cpu_scratch_t *sc = pthread_getspecific(cpu_scratch_key);
     if (!sc) {
-        sc = calloc(1, sizeof *sc);
+        sc = keel__calloc(1, sizeof *sc);
         if (!sc || pthread_setspecific(cpu_scratch_key, sc) != 0) {
             free(sc);
             return NULL;
@@ -51,7 +51,7 @@ void *keel__cpu_thread_scratch(size_t bytes)
         size_t cap = sc->cap ? sc->cap : 4096;
         while (cap < bytes)
             cap = cap > SIZE_MAX / 2 ? bytes : cap * 2;
-        void *nb = aligned_alloc(64, (cap + 63) & ~(size_t)63);
+        void *nb = keel__aligned_alloc(64, (cap + 63) & ~(size_t)63);
         if (!nb)
             return NULL;
         free(sc->buf);
@@ -200,11 +200,11 @@ static void cpu_pool_start_locked(cpu_device_t *dev)
     pool->started = 1;
     if (pool->wanted == 0)
         return;
-    pool->threads = calloc((size_t)pool->wanted, sizeof *pool->threads);
+    pool->threads = keel__calloc((size_t)pool->wanted, sizeof *pool->threads);
     if (!pool->threads)
         return;
     for (int i = 0; i < pool->wanted; i++) {
-        if (pthread_create(&pool->threads[pool->nthreads], NULL, cpu_helper_main, dev) != 0)
+        if (keel__pthread_create(&pool->threads[pool->nthreads], NULL, cpu_helper_main, dev) != 0)
             break;
 #ifdef __GLIBC__
         char name[32];

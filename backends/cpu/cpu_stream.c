@@ -22,7 +22,7 @@ int keel__cpu_cmd_reserve(cpu_cmd_t *c, size_t data_bytes)
         return 0;
     }
     if (c->heap_cap < data_bytes) {
-        unsigned char *nb = aligned_alloc(16, (data_bytes + 15) & ~(size_t)15);
+        unsigned char *nb = keel__aligned_alloc(16, (data_bytes + 15) & ~(size_t)15);
         if (!nb)
             return -1;
         free(c->heap);
@@ -71,10 +71,14 @@ cpu_cmd_t *keel__cpu_cmd_get(cpu_stream_t *s, size_t data_bytes)
         }
         atomic_fetch_sub(&s->idle_waiters, 1);
     }
+    /* KEEL_FAULT stream-enqueue: the command is refused as when no record
+     * can be had, which every caller reports as out of memory. */
+    if (KEEL__FAULT(KEEL_FAULT_STREAM_ENQUEUE))
+        return NULL;
     cpu_cmd_t *c = s->free_list;
     if (c)
         s->free_list = c->next;
-    else if (!(c = malloc(sizeof *c)))
+    else if (!(c = keel__malloc(sizeof *c)))
         return NULL;
     else {
         c->heap = NULL;
@@ -272,7 +276,7 @@ static void *cpu_stream_main(void *p)
 static keel_status_t cpu_stream_create(void *device_ctx, unsigned flags, int priority, void **stream_ctx)
 {
     cpu_device_t *d = device_ctx;
-    cpu_stream_t *s = calloc(1, sizeof *s);
+    cpu_stream_t *s = keel__calloc(1, sizeof *s);
     if (!s)
         return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "keel_stream_create: cpu:%d: out of memory", d->index);
     s->dev = d;
@@ -281,7 +285,7 @@ static keel_status_t cpu_stream_create(void *device_ctx, unsigned flags, int pri
     pthread_cond_init(&s->idle_cv, NULL);
     pthread_mutex_lock(&d->lock);
     s->id = d->next_stream_id++;
-    int rc = pthread_create(&s->thread, NULL, cpu_stream_main, s);
+    int rc = keel__pthread_create(&s->thread, NULL, cpu_stream_main, s);
     if (rc != 0) {
         pthread_mutex_unlock(&d->lock);
         pthread_cond_destroy(&s->work_cv);

@@ -3,7 +3,28 @@
  * shutdown of the vendor's plugin file (cuda_plugin.c, backends/hip/hip_plugin.c). */
 #include "cuda_internal.h"
 
+#include <stddef.h>
+
 const keel_host_api_t *keel__cuda_host;
+unsigned keel__gpu_fault_armed;
+_Thread_local int keel__gpu_fault_pending;
+
+int keel__gpu_fault(int site)
+{
+    if (!keel__cuda_host->fault(site))
+        return 0;
+    if (site == KEEL_FAULT_VENDOR_CALL)
+        keel__gpu_fault_pending = 1;
+    return 1;
+}
+
+keel_status_t keel__gpu_fault_report(const char *keel_fn, const char *what)
+{
+    keel__gpu_fault_pending = 0;
+    return keel__cuda_host->set_error(KEEL_ERROR_BACKEND, "%s%s%s: injected failure (KEEL_FAULT vendor-call)",
+                                      keel_fn ? keel_fn : "", keel_fn ? ": " : "",
+                                      what && what[0] ? what : "a " KEEL_GPU_VENDOR " runtime call");
+}
 
 /* Defined by the built-in operations (ops_cuda.c, backends/hip/ops_hip.c), when built in. */
 extern const void *keel__cuda_ops_table(void) __attribute__((weak, visibility("hidden")));
@@ -29,6 +50,10 @@ const keel_backend_plugin_t *keel_backend_init(const keel_host_api_t *host)
     if (host == NULL || host->set_error == NULL)
         return NULL;
     keel__cuda_host = host;
+    /* Loaded after keel_init armed KEEL_FAULT; a core without it offers none. */
+    if (host->struct_size >= offsetof(keel_host_api_t, fault) + sizeof host->fault && host->fault_armed &&
+        host->fault)
+        keel__gpu_fault_armed = *host->fault_armed;
     plugin.ops = keel__cuda_ops_table != NULL ? keel__cuda_ops_table() : NULL;
     return &plugin;
 }

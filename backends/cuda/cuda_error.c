@@ -102,6 +102,8 @@ static keel_status_t report(keel_status_t st, const char *keel_fn, const char *n
 
 keel_status_t keel__cuda_error(cudaError_t err, const char *keel_fn, const char *what)
 {
+    if (KEEL_CUDA_UNLIKELY(keel__gpu_fault_pending) && err == KEEL_GPU_FAULT_ERROR)
+        return keel__gpu_fault_report(keel_fn, what);
     keel_status_t st = keel__cuda_status_of(err);
     /* Clears the runtime's record of a non-sticky error so the next call
      * (e.g. an allocation that fits after an out-of-memory) is not failed by it. */
@@ -116,6 +118,8 @@ keel_status_t keel__cu_error(CUresult res, const char *keel_fn, const char *what
 
 keel_status_t keel__cu_error_as(CUresult res, keel_status_t st, const char *keel_fn, const char *what)
 {
+    if (KEEL_CUDA_UNLIKELY(keel__gpu_fault_pending) && res == gpuDrvErrorInvalidValue)
+        return keel__gpu_fault_report(keel_fn, what);
     const char *name = NULL, *msg = NULL;
     if (keel__cu.GetErrorName == NULL || keel__cu.GetErrorName(res, &name) != CUDA_SUCCESS || name == NULL)
         name = "CUDA_ERROR_UNKNOWN";

@@ -14,7 +14,7 @@ static keel_status_t graph_instantiate(void *graph_ctx, void **exec_ctx)
      * the matching free can still be replayed. */
     gpuError_t err = keel__cuda_use_device(g->dev);
     if (err == gpuSuccess)
-        err = gpuGraphInstantiate(&x->exec, g->graph);
+        err = KEEL_GPU_TRY(gpuGraphInstantiate(&x->exec, g->graph));
     if (err != gpuSuccess) {
         free(x);
         return keel__cuda_error(err, "keel_graph_instantiate", NULL);
@@ -28,7 +28,7 @@ static keel_status_t graph_launch(void *exec_ctx, void *stream_ctx)
 {
     keel__cuda_graph_exec_t *x = exec_ctx;
     keel__cuda_stream_t *s = stream_ctx;
-    gpuError_t err = gpuGraphLaunch(x->exec, s->stream);
+    gpuError_t err = KEEL_GPU_TRY(gpuGraphLaunch(x->exec, s->stream));
     keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
         return keel__cuda_error(err, "keel_graph_launch", NULL);

@@ -159,7 +159,7 @@ static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *
             pthread_mutex_init(&q->enqueue_lock, NULL);
             pthread_mutex_init(&q->m, NULL);
             pthread_cond_init(&q->cv, NULL);
-            if (pthread_create(&q->thread, NULL, host_worker, q) != 0) {
+            if (KEEL_GPU_PTHREAD_CREATE(&q->thread, NULL, host_worker, q) != 0) {
                 (void)gpuFreeHost(counter);
                 pthread_mutex_destroy(&q->enqueue_lock);
                 pthread_mutex_destroy(&q->m);
@@ -220,7 +220,7 @@ keel_status_t keel__cuda_launch_host_func(keel__cuda_stream_t *s, keel_host_fn_t
     if (cs == gpuStreamCaptureStatusNone && atomic_load_explicit(&s->dev->stream_wait_value, memory_order_relaxed))
         st = hostq_get(s, &q);
     if (st == KEEL_ERROR_NOT_SUPPORTED) {
-        err = gpuLaunchHostFunc(s->stream, (gpuHostFn_t)fn, user_data);
+        err = KEEL_GPU_TRY(gpuLaunchHostFunc(s->stream, (gpuHostFn_t)fn, user_data));
         keel__cuda_stream_touch(s);
         return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, kfn, gpuLaunchHostFuncName);
     }

@@ -4,6 +4,7 @@
 #ifndef KEEL_CUDA_INTERNAL_H
 #define KEEL_CUDA_INTERNAL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -32,6 +33,31 @@
 
 /* ---- the core's services (set once by keel_backend_init) ---- */
 KEEL_CUDA_HIDDEN extern const keel_host_api_t *keel__cuda_host;
+
+/* ---- fault injection (KEEL_FAULT, docs/reliability.md) ----
+ * The core's mask of armed sites, copied at keel_backend_init (0 when the
+ * core offers none): unset, a check costs one load and a branch. */
+KEEL_CUDA_HIDDEN extern unsigned keel__gpu_fault_armed;
+/* The core counts a call of site (keel_fault_site_t); 1 when it is to fail. */
+KEEL_CUDA_HIDDEN int keel__gpu_fault(int site);
+#define KEEL_GPU_FAULT(site) \
+    (KEEL_CUDA_UNLIKELY((keel__gpu_fault_armed & (1u << (site))) != 0) && keel__gpu_fault(site))
+/* A vendor call that KEEL_FAULT vendor-call can fail: it then returns
+ * KEEL_GPU_FAULT_ERROR (an invalid-value error of the vendor's, which takes
+ * every call site's general error path) without calling the vendor, and
+ * the error functions (keel__cuda_error, keel__cu_error_as) report it as
+ * KEEL_ERROR_BACKEND "<call>: injected failure (KEEL_FAULT vendor-call)". */
+#define KEEL_GPU_FAULT_ERROR gpuErrorInvalidValue
+#define KEEL_GPU_TRY(call) (KEEL_GPU_FAULT(KEEL_FAULT_VENDOR_CALL) ? (gpuError_t)KEEL_GPU_FAULT_ERROR : (call))
+#define KEEL_GPU_DRV_TRY(call) \
+    (KEEL_GPU_FAULT(KEEL_FAULT_VENDOR_CALL) ? (gpuDrvError_t)gpuDrvErrorInvalidValue : (call))
+/* Set on the thread whose vendor call KEEL_FAULT failed, until its error is reported. */
+KEEL_CUDA_HIDDEN extern _Thread_local int keel__gpu_fault_pending;
+/* The report of an injected vendor failure (keel_fn may be NULL). */
+KEEL_CUDA_HIDDEN keel_status_t keel__gpu_fault_report(const char *keel_fn, const char *what);
+/* pthread_create, failed with EAGAIN by KEEL_FAULT thread-create. */
+#define KEEL_GPU_PTHREAD_CREATE(t, attr, fn, arg) \
+    (KEEL_GPU_FAULT(KEEL_FAULT_THREAD_CREATE) ? EAGAIN : pthread_create((t), (attr), (fn), (arg)))
 
 #ifndef KEEL_GPU_HIP
 /* ---- driver API, resolved through the runtime at probe time so that the

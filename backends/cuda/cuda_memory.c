@@ -22,12 +22,12 @@ static gpuError_t alloc_once(keel__cuda_device_t *dev, keel_memory_kind_t kind, 
 {
     switch (kind) {
     case KEEL_MEMORY_DEVICE:
-        return gpuMalloc(ptr, bytes);
+        return KEEL_GPU_TRY(gpuMalloc(ptr, bytes));
     case KEEL_MEMORY_PINNED:
         /* Portable: usable for fast copies with every device, not just this one. */
-        return gpuHostAlloc(ptr, bytes, gpuHostAllocPortable);
+        return KEEL_GPU_TRY(gpuHostAlloc(ptr, bytes, gpuHostAllocPortable));
     case KEEL_MEMORY_MANAGED:
-        return gpuMallocManaged(ptr, bytes, gpuMemAttachGlobal);
+        return KEEL_GPU_TRY(gpuMallocManaged(ptr, bytes, gpuMemAttachGlobal));
     default:
         return gpuErrorInvalidValue;
     }
@@ -74,7 +74,7 @@ static keel_status_t mem_alloc_async(void *stream_ctx, size_t bytes, void **ptr)
     keel__cuda_stream_t *s = stream_ctx;
     void *p = NULL;
     /* Served from the default pool of the stream's device. */
-    gpuError_t err = gpuMallocAsync(&p, bytes, s->stream);
+    gpuError_t err = KEEL_GPU_TRY(gpuMallocAsync(&p, bytes, s->stream));
     keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))   /* the core prefixes the call, size and device */
         return keel__cuda_error(err, NULL, KEEL_GPU_CALL(gpuMallocAsync));
@@ -113,7 +113,7 @@ static keel_status_t copy(keel__cuda_stream_t *s, void *dst, keel_memory_kind_t 
         *synced = 1;
         return keel__cuda_staged_d2h(s, dst, src, bytes, fn);
     }
-    gpuError_t err = gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDefault, s->stream);
+    gpuError_t err = KEEL_GPU_TRY(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDefault, s->stream));
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
         return copy_error(err, fn, dk, sk, bytes);
     return KEEL_OK;
@@ -146,7 +146,7 @@ static keel_status_t mem_memcpy_sync(void *stream_ctx, void *dst, keel_memory_ki
 static keel_status_t mem_memset_async(void *stream_ctx, void *dst, int value, size_t bytes)
 {
     keel__cuda_stream_t *s = stream_ctx;
-    gpuError_t err = gpuMemsetAsync(dst, value, bytes, s->stream);
+    gpuError_t err = KEEL_GPU_TRY(gpuMemsetAsync(dst, value, bytes, s->stream));
     keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
         return keel__cuda_error(err, "keel_memset_async", NULL);
@@ -158,7 +158,7 @@ static keel_status_t mem_memcpy_peer_async(void *stream_ctx, void *dst, void *ds
 {
     keel__cuda_stream_t *s = stream_ctx;
     const keel__cuda_device_t *dd = dst_device_ctx, *sd = src_device_ctx;
-    gpuError_t err = gpuMemcpyPeerAsync(dst, dd->ordinal, src, sd->ordinal, bytes, s->stream);
+    gpuError_t err = KEEL_GPU_TRY(gpuMemcpyPeerAsync(dst, dd->ordinal, src, sd->ordinal, bytes, s->stream));
     keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess)) {
         char what[96];

@@ -61,7 +61,7 @@ keel_status_t keel__cuda_module_from_image(keel__cuda_device_t *dev, const void 
     CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
     void *vals[] = {log, (void *)(uintptr_t)sizeof log};
     CUlibrary lib = NULL;
-    CUresult res = keel__cu.LibraryLoadData(&lib, image, opts, vals, 2, NULL, NULL, 0);
+    CUresult res = KEEL_GPU_DRV_TRY(keel__cu.LibraryLoadData(&lib, image, opts, vals, 2, NULL, NULL, 0));
     return finish_load(dev, res, lib, log, fn, "loading the image", module_ctx);
 }
 
@@ -81,7 +81,7 @@ static keel_status_t mod_load_file(void *device_ctx, const char *path, void **mo
     if (access(path, R_OK) != 0)
         return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND, "keel_module_load_file: %s: %s", path,
                                           strerror(errno));
-    CUresult res = keel__cu.LibraryLoadFromFile(&lib, path, opts, vals, 2, NULL, NULL, 0);
+    CUresult res = KEEL_GPU_DRV_TRY(keel__cu.LibraryLoadFromFile(&lib, path, opts, vals, 2, NULL, NULL, 0));
     if (res == CUDA_ERROR_FILE_NOT_FOUND)
         return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND, "keel_module_load_file: %s: file not found", path);
     char what[600];
@@ -202,8 +202,8 @@ static keel_status_t kern_launch(void *kernel_ctx, keel_dim3_t grid, keel_dim3_t
         keel__cuda_stream_touch(s);
         return res == CUDA_SUCCESS ? KEEL_OK : launch_error(res, k, grid, block, shared_bytes);
     }
-    CUresult res = keel__cu.LaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                         (unsigned)shared_bytes, s->stream, args, NULL);
+    CUresult res = KEEL_GPU_DRV_TRY(keel__cu.LaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                                          (unsigned)shared_bytes, s->stream, args, NULL));
     keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(res != CUDA_SUCCESS))
         return launch_error(res, k, grid, block, shared_bytes);

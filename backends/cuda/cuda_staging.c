@@ -151,7 +151,7 @@ static void pool_start(void)
     pool.helpers = (int)want - 1; /* read by the helpers: set before they start */
     for (int i = 1; i < (int)want; i++) {
         pthread_t t;
-        if (pthread_create(&t, &attr, copy_worker, (void *)(intptr_t)i) != 0)
+        if (KEEL_GPU_PTHREAD_CREATE(&t, &attr, copy_worker, (void *)(intptr_t)i) != 0)
             break;
         started++;
     }

@@ -26,7 +26,7 @@ static keel_status_t stream_create(void *device_ctx, unsigned flags, int priorit
      * themselves implicitly with each other or CUDA's legacy stream. */
     gpuError_t err = keel__cuda_use_device(dev);
     if (err == gpuSuccess)
-        err = gpuStreamCreateWithPriority(&s->stream, gpuStreamNonBlocking, priority);
+        err = KEEL_GPU_TRY(gpuStreamCreateWithPriority(&s->stream, gpuStreamNonBlocking, priority));
     if (err != gpuSuccess) {
         free(s);
         return keel__cuda_error(err, "keel_stream_create", NULL);
@@ -80,7 +80,7 @@ static keel_status_t stream_wait_event(void *stream_ctx, void *event_ctx)
     keel__cuda_stream_t *s = stream_ctx;
     keel__cuda_event_t *e = event_ctx;
     /* Works across devices too: CUDA events may be waited on by any device's stream. */
-    gpuError_t err = gpuStreamWaitEvent(s->stream, e->event, 0);
+    gpuError_t err = KEEL_GPU_TRY(gpuStreamWaitEvent(s->stream, e->event, 0));
     keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
         return keel__cuda_error(err, "keel_stream_wait_event", NULL);
@@ -151,7 +151,7 @@ static keel_status_t event_create(void *device_ctx, unsigned flags, void **event
         cf |= gpuEventBlockingSync;
     gpuError_t err = keel__cuda_use_device(dev);
     if (err == gpuSuccess)
-        err = gpuEventCreateWithFlags(&e->event, cf);
+        err = KEEL_GPU_TRY(gpuEventCreateWithFlags(&e->event, cf));
     if (err != gpuSuccess) {
         free(e);
         return keel__cuda_error(err, "keel_event_create", NULL);
@@ -177,7 +177,7 @@ static keel_status_t event_record(void *event_ctx, void *stream_ctx)
 {
     keel__cuda_event_t *e = event_ctx;
     keel__cuda_stream_t *s = stream_ctx;
-    gpuError_t err = gpuEventRecord(e->event, s->stream);
+    gpuError_t err = KEEL_GPU_TRY(gpuEventRecord(e->event, s->stream));
     keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
         return keel__cuda_error(err, "keel_event_record", NULL);

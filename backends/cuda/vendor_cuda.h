@@ -30,6 +30,7 @@ typedef CUlibrary gpuLibrary_t;
 typedef CUfunction gpuFunction_t;
 typedef CUkernel gpuKernel_t;
 #define gpuDrvSuccess CUDA_SUCCESS
+#define gpuDrvErrorInvalidValue CUDA_ERROR_INVALID_VALUE
 /* The stream waits until *ptr >= value (ptr: mapped pinned memory); keel__cu is cuda_internal.h's. */
 #define gpuStreamWaitValueGeq(stream, ptr, value) \
     keel__cu.StreamWaitValue32((CUstream)(stream), (CUdeviceptr)(uintptr_t)(ptr), (value), CU_STREAM_WAIT_VALUE_GEQ)

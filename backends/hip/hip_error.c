@@ -71,6 +71,8 @@ keel_status_t keel__cuda_status_of(int err)
 
 keel_status_t keel__cu_error_as(hipError_t err, keel_status_t st, const char *keel_fn, const char *what)
 {
+    if (KEEL_CUDA_UNLIKELY(keel__gpu_fault_pending) && err == KEEL_GPU_FAULT_ERROR)
+        return keel__gpu_fault_report(keel_fn, what);
     /* Clears the runtime's record of a non-sticky error (see cuda_error.c). */
     (void)hipGetLastError();
     int has_what = what != NULL && what[0] != '\0';

@@ -36,7 +36,7 @@ static keel_status_t load_image(keel__cuda_device_t *dev, const void *image, con
     hipModule_t mod = NULL;
     gpuError_t err = keel__cuda_use_device(dev);
     if (err == gpuSuccess)
-        err = hipModuleLoadData(&mod, image);
+        err = KEEL_GPU_TRY(hipModuleLoadData(&mod, image));
     return finish_load(dev, err, mod, fn, "loading the code object", module_ctx);
 }
 
@@ -54,7 +54,7 @@ static keel_status_t mod_load_file(void *device_ctx, const char *path, void **mo
     hipModule_t mod = NULL;
     gpuError_t err = keel__cuda_use_device(dev);
     if (err == gpuSuccess)
-        err = hipModuleLoad(&mod, path);
+        err = KEEL_GPU_TRY(hipModuleLoad(&mod, path));
     return finish_load(dev, err, mod, "keel_module_load_file", path, module_ctx);
 }
 
@@ -115,9 +115,10 @@ static keel_status_t kern_launch(void *kernel_ctx, keel_dim3_t grid, keel_dim3_t
     const keel__cuda_kernel_t *k = kernel_ctx;
     keel__cuda_stream_t *s = stream_ctx;
     gpuError_t err = shared_bytes > UINT_MAX ? hipErrorInvalidValue
-                                             : hipModuleLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y,
-                                                                     block.z, (unsigned)shared_bytes, s->stream, args,
-                                                                     NULL);
+                                             : KEEL_GPU_TRY(hipModuleLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x,
+                                                                                  block.y, block.z,
+                                                                                  (unsigned)shared_bytes, s->stream,
+                                                                                  args, NULL));
     keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess)) {
         char what[160];

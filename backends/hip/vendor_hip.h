@@ -31,6 +31,7 @@ typedef hipModule_t gpuLibrary_t;
 typedef hipFunction_t gpuFunction_t;
 typedef hipFunction_t gpuKernel_t;
 #define gpuDrvSuccess hipSuccess
+#define gpuDrvErrorInvalidValue hipErrorInvalidValue
 /* The stream waits until *ptr >= value (ptr: mapped pinned memory). */
 #define gpuStreamWaitValueGeq(stream, ptr, value) \
     hipStreamWaitValue32((stream), (void *)(ptr), (value), hipStreamWaitValueGte, 0xffffffffu)

@@ -35,6 +35,21 @@ extern "C" {
 /** @brief Name of the symbol every plugin exports. */
 #define KEEL_BACKEND_INIT_SYMBOL "keel_backend_init"
 
+/**
+ * @brief The places KEEL_FAULT can make fail (docs/reliability.md), one bit
+ * each in keel_host_api_t.fault_armed.
+ */
+typedef enum keel_fault_site {
+    KEEL_FAULT_HOST_ALLOC = 0,     /**< "host-alloc": a host allocation of Keel's own */
+    KEEL_FAULT_DEVICE_ALLOC = 1,   /**< "device-alloc": a backend's alloc entry, before it is called */
+    KEEL_FAULT_THREAD_CREATE = 2,  /**< "thread-create": a thread a backend starts */
+    KEEL_FAULT_PLUGIN_LOAD = 3,    /**< "plugin-load": dlopen of a plugin or of a CPU module */
+    KEEL_FAULT_VENDOR_CALL = 4,    /**< "vendor-call": a call into a GPU vendor's runtime */
+    KEEL_FAULT_STREAM_ENQUEUE = 5, /**< "stream-enqueue": a command's enqueue on a stream */
+    KEEL_FAULT_COMPILE = 6,        /**< "compile": the start of a run-time compiler */
+    KEEL_FAULT_SITE_COUNT = 7
+} keel_fault_site_t;
+
 /** @brief Services the core offers a plugin. */
 typedef struct keel_host_api {
     uint32_t abi_version;   /**< KEEL_BACKEND_ABI_VERSION of the core */
@@ -57,6 +72,15 @@ typedef struct keel_host_api {
     int (*cache_load)(const char *kind, const uint64_t key[2], void **data, size_t *size);
     /** Write an entry (atomically; failures are silent, as a miss costs only a compile). */
     void (*cache_store)(const char *kind, const uint64_t key[2], const void *data, size_t size);
+    /* Fault injection (KEEL_FAULT); present when struct_size covers them. */
+    /** The sites KEEL_FAULT arms, bit (1u << site) each; 0 when it is unset.
+     *  Final before any plugin is loaded: a plugin may copy it at init. */
+    const unsigned *fault_armed;
+    /** Counts one call of @p site (keel_fault_site_t) and returns 1 when that
+     *  call is to fail; only worth calling while the site's bit is set. The
+     *  failure is logged; the caller fails as the real failure would, and its
+     *  detail should say "injected" (see the CUDA plugin's KEEL_GPU_TRY). */
+    int (*fault)(int site);
 } keel_host_api_t;
 
 typedef struct keel_device_vtable {

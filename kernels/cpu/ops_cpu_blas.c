@@ -8,6 +8,7 @@
  * in column-major form (keel/backend_ops.h). */
 #include "config.h"
 #include <stdlib.h>
+#include "core/fault.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "backends/cpu/cpu_enqueue.h"
 #ifdef HAVE_OPENBLAS
@@ -53,7 +54,7 @@ static float *alloc_f32(size_t r, size_t c)
     size_t bytes;
     if (r == 0 || c == 0 || __builtin_mul_overflow(r * c, sizeof(float), &bytes))
         return NULL;
-    return malloc(bytes);
+    return keel__malloc(bytes);
 }
 
 #ifndef HAVE_OPENBLAS
