@@ -171,10 +171,13 @@ static void init_once_fn(void)
     /* Every variable of the core is checked here, before anything is
      * selected, whichever way the program goes on to pick its devices. */
     const char *log_env = getenv("KEEL_LOG");
+    static int log_applied;   /* a run again after a passing failure keeps the level the program set since */
     if (log_env && log_env[0]) {
         int level;
         if (keel__log_parse(log_env, &level) == 0) {
-            keel_log_set_level((keel_log_level_t)level);
+            if (!log_applied)
+                keel_log_set_level((keel_log_level_t)level);
+            log_applied = 1;
         } else {
             keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
                             "KEEL_LOG=\"%s\" is not a log level; expected none, error, warn, info or debug", log_env);
