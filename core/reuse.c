@@ -31,6 +31,24 @@ keel_status_t keel__reuse_release(struct keel_stream *s, void *p, int stream_ord
     return st != KEEL_OK ? st : synced;
 }
 
+/* Puts p into s's slot and the device's list of streams holding a block;
+ * 0 when the slot holds one already. Lock held. */
+static int link_locked(struct keel_stream *s, void *p, size_t size, int stream_ordered)
+{
+    struct keel_device *d = s->device;
+    if (s->reuse_ptr != NULL)
+        return 0;
+    s->reuse_ptr = p;
+    s->reuse_size = size;
+    s->reuse_stream_ordered = stream_ordered;
+    s->reuse_next = d->reuse_list;
+    s->reuse_pprev = &d->reuse_list;
+    if (d->reuse_list)
+        d->reuse_list->reuse_pprev = &s->reuse_next;
+    d->reuse_list = s;
+    return 1;
+}
+
 /* Puts a block whose release failed back into s's slot, so that it is
  * released later (or reused) rather than lost; 0 when the slot was taken
  * meanwhile by another thread's keel_free_async on the stream. */
@@ -38,17 +56,7 @@ static int relink(struct keel_stream *s, void *p, size_t size, int stream_ordere
 {
     struct keel_device *d = s->device;
     pthread_mutex_lock(&d->reuse_lock);
-    int kept = s->reuse_ptr == NULL;
-    if (kept) {
-        s->reuse_ptr = p;
-        s->reuse_size = size;
-        s->reuse_stream_ordered = stream_ordered;
-        s->reuse_next = d->reuse_list;
-        s->reuse_pprev = &d->reuse_list;
-        if (d->reuse_list)
-            d->reuse_list->reuse_pprev = &s->reuse_next;
-        d->reuse_list = s;
-    }
+    int kept = link_locked(s, p, size, stream_ordered);
     pthread_mutex_unlock(&d->reuse_lock);
     if (!kept)
         keel__log(KEEL_LOG_WARN, "a block of %zu bytes of %s could not be released, and its stream holds another: "
@@ -80,17 +88,7 @@ keel_status_t keel__reuse_put(struct keel_stream *s, void *p, size_t size, int s
      * for the device, so releasing under the lock (keel__reuse_flush) is safe. */
     if (stream_ordered && size <= KEEL__REUSE_MAX) {
         pthread_mutex_lock(&d->reuse_lock);
-        int kept = s->reuse_ptr == NULL;
-        if (kept) {
-            s->reuse_ptr = p;
-            s->reuse_size = size;
-            s->reuse_stream_ordered = stream_ordered;
-            s->reuse_next = d->reuse_list;
-            s->reuse_pprev = &d->reuse_list;
-            if (d->reuse_list)
-                d->reuse_list->reuse_pprev = &s->reuse_next;
-            d->reuse_list = s;
-        }
+        int kept = link_locked(s, p, size, stream_ordered);
         pthread_mutex_unlock(&d->reuse_lock);
         if (kept)
             return KEEL_OK;
