@@ -22,7 +22,11 @@
 
 enum { EXIT_USAGE = 1, EXIT_SELECTION = 2 };
 
+/* Values longer than this are cut, with "...", so the descriptions stay in one column. */
+enum { ENV_VALUE_SHOWN = 40 };
+
 static int json_mode;
+static int list_mode;
 static const char *only_backend;
 
 /* ---- small output helpers -------------------------------------------------- */
@@ -284,7 +288,8 @@ static int print_backends(void)
             if (!info.usable)
                 field(4, "why not", "%s (%s)", info.reason && *info.reason ? info.reason : "(no reason given)",
                       keel_status_name(info.status));
-            field(4, "description", "%s", info.description && *info.description ? info.description : "-");
+            if (info.description && *info.description)
+                field(4, "description", "%s", info.description);
             field(4, "plugin", "%s", info.plugin_path ? info.plugin_path : "(not found)");
             if (info.abi_version > 0)
                 field(4, "plugin ABI version", "%d (this Keel: %d)", info.abi_version, KEEL_BACKEND_ABI_VERSION);
@@ -327,6 +332,56 @@ static int print_backends(void)
     return rc;
 }
 
+/* --list: one line a backend, one a device under it, like clinfo -l. */
+static int print_list(void)
+{
+    int count = 0, rc = 0, shown = 0;
+    keel_status_t st = keel_backend_count(&count);
+    if (st != KEEL_OK) {
+        fprintf(stderr, "keel-info: keel_backend_count: %s: %s\n", keel_status_name(st), keel_last_error());
+        return EXIT_USAGE;
+    }
+    for (int i = 0; i < count; i++) {
+        keel_backend_t *b = NULL;
+        keel_backend_info_t info;
+        memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        if ((st = keel_backend_get(i, &b)) != KEEL_OK || (st = keel_backend_get_info(b, &info)) != KEEL_OK) {
+            fprintf(stderr, "keel-info: backend %d: %s: %s\n", i, keel_status_name(st), keel_last_error());
+            rc = EXIT_USAGE;
+            continue;
+        }
+        if (only_backend && strcmp(only_backend, info.name) != 0)
+            continue;
+        shown++;
+        if (!info.usable) {
+            printf("%s: not usable: %s\n", info.name,
+                   info.reason && *info.reason ? info.reason : keel_status_name(info.status));
+            if (only_backend)
+                rc = EXIT_SELECTION;
+            continue;
+        }
+        printf("%s: %d device%s\n", info.name, info.device_count, info.device_count == 1 ? "" : "s");
+        for (int d = 0; d < info.device_count; d++) {
+            keel_device_t *dev = NULL;
+            keel_device_properties_t p;
+            memset(&p, 0, sizeof p);
+            p.struct_size = sizeof p;
+            if ((st = keel_backend_get_device(b, d, &dev)) != KEEL_OK ||
+                (st = keel_device_get_properties(dev, &p)) != KEEL_OK) {
+                printf("  %s:%d  error: %s: %s\n", info.name, d, keel_status_name(st), keel_last_error());
+                continue;
+            }
+            printf("  %s  %s\n", keel_device_name(dev), p.name);
+        }
+    }
+    if (only_backend && shown == 0) {
+        fprintf(stderr, "keel-info: --backend %s: no such backend\n", only_backend);
+        rc = EXIT_USAGE;
+    }
+    return rc;
+}
+
 static void print_default_device(void)
 {
     keel_device_t *dev = NULL;
@@ -353,7 +408,7 @@ static void print_default_device(void)
         memset(&p, 0, sizeof p);
         p.struct_size = sizeof p;
         if (keel_device_get_properties(dev, &p) == KEEL_OK)
-            field(2, "selected", "%s (%s)", keel_device_name(dev), p.name);
+            field(2, "selected", "%s, %s", keel_device_name(dev), p.name);
         else
             field(2, "selected", "%s", keel_device_name(dev));
     } else {
@@ -369,12 +424,18 @@ static void print_environment(void)
         printf("\nEnvironment (read once, at initialization)\n");
     /* Counted, not iterated until keel_env_var_get fails: that failure
      * would be an error of its own, which KEEL_LOG=debug prints. */
-    int count = 0, width = 0; /* the longest name, so the columns line up */
+    int count = 0, width = 0, vwidth = 7; /* the longest name and value, so the columns line up */
     (void)keel_env_var_count(&count);
     for (int i = 0; i < count; i++) {
         const char *name = NULL;
-        if (keel_env_var_get(i, &name, NULL) == KEEL_OK && (int)strlen(name) > width)
+        if (keel_env_var_get(i, &name, NULL) != KEEL_OK)
+            continue;
+        if ((int)strlen(name) > width)
             width = (int)strlen(name);
+        const char *value = getenv(name);
+        int vlen = value ? (int)strlen(value) + 2 : 7;
+        if (vlen > vwidth)
+            vwidth = vlen > ENV_VALUE_SHOWN + 5 ? ENV_VALUE_SHOWN + 5 : vlen;
     }
     for (int i = 0; i < count; i++) {
         const char *name = NULL, *desc = NULL;
@@ -390,12 +451,13 @@ static void print_environment(void)
             json_string(desc);
             printf("}");
         } else {
-            char shown[64];
+            char shown[ENV_VALUE_SHOWN + 8];
             if (value == NULL)
                 snprintf(shown, sizeof shown, "(unset)");
             else
-                snprintf(shown, sizeof shown, "\"%.58s\"%s", value, strlen(value) > 58 ? "..." : "");
-            printf("  %-*s %-20s %s\n", width, name, shown, desc ? desc : "");
+                snprintf(shown, sizeof shown, "\"%.*s\"%s", ENV_VALUE_SHOWN, value,
+                         strlen(value) > ENV_VALUE_SHOWN ? "..." : "");
+            printf("  %-*s  %-*s  %s\n", width, name, vwidth, shown, desc ? desc : "");
         }
     }
     if (json_mode)
@@ -405,13 +467,14 @@ static void print_environment(void)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: keel-info [--backend NAME] [--json] [--help] [--version]\n"
+            "Usage: keel-info [--backend NAME] [--list | --json] [--help] [--version]\n"
             "\n"
             "Print what Keel sees on this machine: its version, every backend it knows\n"
             "(usable or why not), every device of the usable backends with its\n"
             "properties, the default device, and the KEEL_* environment variables.\n"
             "\n"
             "  --backend NAME  only show backend NAME (cpu, cuda, hip, ...) and its devices\n"
+            "  -l, --list      one line per backend and per device, nothing else\n"
             "  --json          machine-readable output\n"
             "  --version       print Keel's version and exit\n"
             "  --help          this text\n"
@@ -432,6 +495,8 @@ int main(int argc, char **argv)
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) {
             json_mode = 1;
+        } else if (strcmp(argv[i], "--list") == 0 || strcmp(argv[i], "-l") == 0) {
+            list_mode = 1;
         } else if (strcmp(argv[i], "--backend") == 0 || strcmp(argv[i], "-b") == 0) {
             if (++i >= argc) {
                 fprintf(stderr, "keel-info: --backend needs a name\n");
@@ -448,6 +513,11 @@ int main(int argc, char **argv)
         }
     }
 
+    if (list_mode && json_mode) {
+        fprintf(stderr, "keel-info: --list and --json cannot be combined\n");
+        return EXIT_USAGE;
+    }
+
     keel_status_t init = keel_init();
     /* Copy the detail now: the listing below makes calls that may overwrite it. */
     char init_detail[2048] = "";
@@ -461,6 +531,12 @@ int main(int argc, char **argv)
     else if (init != KEEL_OK)
         rc = EXIT_USAGE;
 
+    if (list_mode) {
+        int lrc = print_list();
+        if (init != KEEL_OK)
+            fprintf(stderr, "keel-info: keel_init failed: %s: %s\n", keel_status_name(init), init_detail);
+        return rc != 0 ? rc : lrc;
+    }
     if (json_mode)
         printf("{\n");
     print_version();

@@ -274,7 +274,7 @@ static keel_status_t cpu_device_get_properties(void *device_ctx, keel_device_pro
     size_t sz = p->struct_size;
     memset(p, 0, sizeof *p);
     p->struct_size = sz;
-    snprintf(p->name, sizeof p->name, "cpu%d (%s)", d->index, b->model);
+    snprintf(p->name, sizeof p->name, "%s", b->model);
     snprintf(p->vendor, sizeof p->vendor, "%s", b->vendor);
     snprintf(p->architecture, sizeof p->architecture, "%s", b->arch);
     snprintf(p->backend, sizeof p->backend, "cpu");
