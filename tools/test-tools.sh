@@ -101,6 +101,18 @@ run only-cpu 0 "$info" --backend cpu && {
     if grep -Eq '^  (cuda|hip) ' "$tmp/only-cpu.out"; then fail "--backend cpu lists other backends"; fi
 }
 run only-none 1 "$info" --backend nosuch && expect only-none err 'nosuch'
+run list 0 "$info" -l && {
+    expect list out '^cpu: [0-9]+ devices?$'
+    expect list out '^  cpu:0  [^ ]'
+    n_other=$(grep -Evc '^[a-z0-9_-]+: ([0-9]+ devices?|not usable: .+)$|^  [a-z0-9_-]+:[0-9]+  .+$' "$tmp/list.out")
+    if [ "$n_other" -eq 0 ]; then pass "keel-info -l prints only backend and device lines"; else
+        fail "keel-info -l prints $n_other other lines"; fi
+}
+run list-two 0 env KEEL_CPU_DEVICES=2 "$info" --list --backend cpu && {
+    expect list-two out '^cpu: 2 devices$'
+    expect list-two out '^  cpu:1  '
+}
+run list-json 1 "$info" --list --json && expect list-json err 'cannot be combined'
 
 run json 0 "$info" --json && {
     expect json out '"name": "cpu"'
@@ -169,6 +181,25 @@ if [ -f "$readme" ]; then
     fi
 else
     fail "$readme not found"
+fi
+
+# --- the public headers ----------------------------------------------------
+# keel.h is C99 and C++ as it is: no repeated typedef, no extension that
+# -pedantic-errors refuses. KEEL_TEST_CC/KEEL_TEST_CXX name the compilers.
+printf '#include <keel.h>\n#include <keel/backend.h>\nint main(void) { return keel_init() == KEEL_OK ? 0 : 1; }\n' >"$tmp/hdr.c"
+incs="-I$srcdir/include -I./include"
+if ${KEEL_TEST_CC:-cc} -std=c99 -pedantic-errors -Wall -Wextra -Werror $incs -c "$tmp/hdr.c" -o "$tmp/hdr.o" 2>"$tmp/hdr.err"; then
+    pass "keel.h compiles as C99 with -pedantic-errors -Wall -Wextra -Werror"
+else
+    fail "keel.h under -std=c99 -pedantic-errors:"; sed 's/^/    | /' "$tmp/hdr.err"
+fi
+cxx=${KEEL_TEST_CXX:-c++}
+if command -v "$cxx" >/dev/null 2>&1; then
+    if "$cxx" -std=c++11 -pedantic-errors -Wall -Wextra -Werror -x c++ $incs -c "$tmp/hdr.c" -o "$tmp/hdr.o" 2>"$tmp/hdr.err"; then
+        pass "keel.h compiles as C++11 with -pedantic-errors"
+    else
+        fail "keel.h as C++11:"; sed 's/^/    | /' "$tmp/hdr.err"
+    fi
 fi
 
 # --- loadable late -------------------------------------------------------

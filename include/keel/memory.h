@@ -28,7 +28,10 @@
 extern "C" {
 #endif
 
+#ifndef KEEL__STREAM_T_DECLARED /* declared once: C99 allows no repeated typedef */
+#define KEEL__STREAM_T_DECLARED
 typedef struct keel_stream keel_stream_t; /* see keel/stream.h */
+#endif
 
 /** @brief What kind of memory a pointer refers to. */
 typedef enum keel_memory_kind {

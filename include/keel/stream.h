@@ -15,7 +15,10 @@
 extern "C" {
 #endif
 
+#ifndef KEEL__STREAM_T_DECLARED /* declared once: C99 allows no repeated typedef */
+#define KEEL__STREAM_T_DECLARED
 typedef struct keel_stream keel_stream_t; /**< an in-order work queue of one device (opaque) */
+#endif
 typedef struct keel_event keel_event_t;   /**< a marker in a stream (opaque) */
 
 /**
