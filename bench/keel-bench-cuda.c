@@ -2,7 +2,7 @@
  *
  * Each measurement runs the raw CUDA form and the Keel form of the same work
  * in alternating order, several times, and reports the medians and their
- * ratio against the target of issue 3. Times of host-side costs (launch,
+ * ratio against its target. Times of host-side costs (launch,
  * allocation) are per call on the host clock; copies are bandwidths over a
  * host clock that includes the synchronization.
  *
