@@ -17,6 +17,22 @@ keel_status_t keel_backend_count(int *count)
     return KEEL_OK;
 }
 
+keel_status_t keel_backend_search_path(const char **path, int *count)
+{
+    KEEL__CHECK_OUT(path, "keel_backend_search_path", "path");
+    setup();
+    int n = 0;
+    const char *p = keel__loader_search_path(&n);
+    if (n == 0)
+        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY,
+                               "keel_backend_search_path: the plugin directories could not be set up "
+                               "(out of host memory at initialization)");
+    *path = p;
+    if (count)
+        *count = n;
+    return KEEL_OK;
+}
+
 keel_status_t keel_backend_get(int index, keel_backend_t **backend)
 {
     KEEL__CHECK_OUT(backend, "keel_backend_get", "backend");

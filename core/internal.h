@@ -336,6 +336,7 @@ KEEL_HIDDEN int keel__log_parse(const char *value, int *level);
 
 /* core/loader.c */
 KEEL_HIDDEN keel_status_t keel__loader_setup(const char *backend_path_env);
+KEEL_HIDDEN const char *keel__loader_search_path(int *count);
 KEEL_HIDDEN struct keel_backend *keel__backend_loaded(struct keel_backend *b); /* loads on first use */
 /* Whether b's state is final: loaded, or failed for good. A load that ran
  * out of memory, or met a fault KEEL_FAULT injected, is tried again by the

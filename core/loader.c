@@ -7,6 +7,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ static int nbackends;
  * succeeds, and never changed after (ndirs is stored last). */
 static char *dirs[MAX_DIRS];
 static atomic_int ndirs;
+static char search_path[8192]; /* dirs, colon-separated, for keel_backend_search_path */
 static int setup_done;
 
 /* The plugin-facing services are the core's own functions. */
@@ -89,6 +91,55 @@ static void scan_dir(const char *dir)
     closedir(d);
 }
 
+/* Appends dir to found[0..n) unless it is there already; NULL in the slot
+ * when out of memory (the caller checks the last slot). */
+static int add_dir(char **found, int n, const char *dir)
+{
+    for (int i = 0; i < n; i++)
+        if (found[i] && strcmp(found[i], dir) == 0)
+            return n;
+    if (n >= MAX_DIRS)
+        return n;
+    found[n] = keel__strdup(dir);
+    return n + 1;
+}
+
+static int is_dir(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* The directories searched after KEEL_BACKEND_PATH: libkeel's own when it
+ * runs from the build tree it was built in, the plugin directory next to it
+ * (so an install that was moved, or made with "make install prefix=...",
+ * finds its own plugins), then the configured one. */
+static int add_default_dirs(char **found, int n)
+{
+    Dl_info info;
+    char self[PATH_MAX], *real = NULL;
+    if (dladdr((void *)&keel__loader_setup, &info) != 0 && info.dli_fname && info.dli_fname[0] == '/')
+        real = realpath(info.dli_fname, NULL);
+    if (real && strlen(real) < sizeof self) {
+        snprintf(self, sizeof self, "%s", real);
+        char *slash = strrchr(self, '/');
+        if (slash)
+            *slash = '\0';
+        if (strcmp(self, KEEL_BUILD_LIBDIR) == 0) /* libtool puts the plugins beside libkeel */
+            n = add_dir(found, n, self);
+        char near[PATH_MAX + sizeof KEEL_PLUGIN_RELDIR + 1];
+        if (KEEL_PLUGIN_RELDIR[0] != '/' && (n == 0 || found[n - 1])) {
+            snprintf(near, sizeof near, "%s/%s", self, KEEL_PLUGIN_RELDIR);
+            if (is_dir(near))
+                n = add_dir(found, n, near);
+        }
+    }
+    free(real);
+    if (n == 0 || found[n - 1])
+        n = add_dir(found, n, KEEL_PLUGIN_DIR);
+    return n;
+}
+
 /* keel_init calls it under its lock, again after a failure that may pass
  * (out of host memory): nothing is published until every copy is made. */
 keel_status_t keel__loader_setup(const char *path_env)
@@ -116,14 +167,14 @@ keel_status_t keel__loader_setup(const char *path_env)
                                          path_env, tok);
                 continue;
             }
-            if (n < MAX_DIRS - 1 && !(found[n++] = keel__strdup(tok)))
+            if (n < MAX_DIRS - 4 && !(found[n++] = keel__strdup(tok)))
                 break;
         }
         free(copy);
     }
     if (n == 0 || found[n - 1])
-        found[n++] = keel__strdup(KEEL_PLUGIN_DIR);
-    if (!found[n - 1]) {
+        n = add_default_dirs(found, n);
+    if (n == 0 || !found[n - 1]) {
         for (int i = 0; i < n; i++)
             free(found[i]);
         /* An invalid KEEL_BACKEND_PATH is the verdict that stays. */
@@ -133,6 +184,14 @@ keel_status_t keel__loader_setup(const char *path_env)
         dirs[i] = found[i];
         scan_dir(dirs[i]);
     }
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        int w = snprintf(search_path + used, sizeof search_path - used, "%s%s", i ? ":" : "", dirs[i]);
+        if (w < 0 || (size_t)w >= sizeof search_path - used)
+            break; /* cut at a whole directory; MAX_DIRS paths fit in all but pathological cases */
+        used += (size_t)w;
+    }
+    search_path[used] = '\0';
     atomic_store_explicit(&ndirs, n, memory_order_release);
     setup_done = 1;
     return st;
@@ -465,4 +524,12 @@ void keel__backend_names(char *buf, size_t cap)
         size_t used = strlen(buf);
         snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", backends[i].name);
     }
+}
+
+const char *keel__loader_search_path(int *count)
+{
+    int n = atomic_load_explicit(&ndirs, memory_order_acquire);
+    if (count)
+        *count = n;
+    return n > 0 ? search_path : "";
 }

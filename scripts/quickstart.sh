@@ -57,16 +57,8 @@ make -j"$(nproc)"
 cd "$top"
 
 # ---- 4. run ----------------------------------------------------------------
-# Plugins built in this tree are not installed yet: point Keel at them, as
-# `make check` does. Directories that do not exist would be an error.
-plugin_path=
-while IFS= read -r dir; do
-    plugin_path=${plugin_path:+$plugin_path:}$dir
-done < <(find "$top/build" -path '*/.libs/keel-*.so' -printf '%h\n' 2>/dev/null | grep -v '/tests/' | sort -u)
-if [ -n "$plugin_path" ]; then
-    export KEEL_BACKEND_PATH=${KEEL_BACKEND_PATH:+$KEEL_BACKEND_PATH:}$plugin_path
-fi
-
+# A libkeel run from its build tree finds the plugins built beside it: no
+# KEEL_BACKEND_PATH is needed, here or when the tools are run by hand.
 step "build/tools/keel-info"
 build/tools/keel-info
 

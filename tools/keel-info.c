@@ -111,6 +111,9 @@ static void print_version(void)
                KEEL_VERSION_PATCH);
         printf("  \"plugin_dir\": ");
         json_string(KEEL_PLUGIN_DIR);
+        const char *path = NULL;
+        printf(",\n  \"plugin_search_path\": ");
+        json_string(keel_backend_search_path(&path, NULL) == KEEL_OK ? path : NULL);
         printf(",\n");
         return;
     }
@@ -121,10 +124,12 @@ static void print_version(void)
         printf(" (keel-info built against headers %d.%d.%d)", KEEL_VERSION_MAJOR, KEEL_VERSION_MINOR,
                KEEL_VERSION_PATCH);
     printf("\n");
-    field(2, "plugin directory", "%s", KEEL_PLUGIN_DIR);
-    const char *path = getenv("KEEL_BACKEND_PATH");
-    field(2, "plugin search path", "%s%s%s", path && *path ? path : "",
-          path && *path ? " (KEEL_BACKEND_PATH), then " : "", KEEL_PLUGIN_DIR);
+    field(2, "plugin directory", "%s (configured)", KEEL_PLUGIN_DIR);
+    const char *path = NULL;
+    if (keel_backend_search_path(&path, NULL) == KEEL_OK)
+        field(2, "plugin search path", "%s", path);
+    else
+        field(2, "plugin search path", "unknown: %s", keel_last_error());
 }
 
 static void print_init(keel_status_t init_status, const char *init_detail)

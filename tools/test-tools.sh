@@ -149,6 +149,26 @@ for gpu in cuda hip; do
     fi
 done
 
+# A moved install: libkeel in some lib/ and a plugin in lib/keel/, with no
+# KEEL_BACKEND_PATH and nothing at the configured prefix. Keel finds the
+# plugin next to itself (the real keel-info, not libtool's wrapper).
+if [ -x ./tools/.libs/keel-info ] && [ -f ./tests/plugins/.libs/keel-fakeok.so ]; then
+    mkdir -p "$tmp/moved/lib/keel"
+    cp -P ./.libs/libkeel.so* "$tmp/moved/lib/"
+    cp ./tests/plugins/.libs/keel-fakeok.so "$tmp/moved/lib/keel/"
+    run moved 0 env -u KEEL_BACKEND_PATH LD_LIBRARY_PATH="$tmp/moved/lib" ./tools/.libs/keel-info -l && {
+        expect moved out '^fakeok: '
+    }
+    run moved-info 0 env -u KEEL_BACKEND_PATH LD_LIBRARY_PATH="$tmp/moved/lib" ./tools/.libs/keel-info && {
+        expect moved-info out "^  plugin search path +: $tmp/moved/lib/keel:"
+    }
+    # From the build tree, without KEEL_BACKEND_PATH: the plugins built here.
+    run buildtree 0 env -u KEEL_BACKEND_PATH "$info" &&
+        expect buildtree out "^  plugin search path +: $PWD/\.libs:"
+else
+    echo "skip: moved install (no libtool .libs binaries in this build)"
+fi
+
 # --- keel-demo ------------------------------------------------------------
 run demo 0 "$demo" -n 100003 && expect demo out 'verified' && expect demo out 'portable kernel'
 run demo-native 0 "$demo" -n 4099 --native && expect demo-native out 'verified'

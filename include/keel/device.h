@@ -49,6 +49,19 @@ typedef struct keel_backend_info {
 KEEL_API keel_status_t keel_backend_count(int *count);
 
 /**
+ * @brief The directories searched for backend plugins, in order.
+ *
+ * Those of KEEL_BACKEND_PATH, then libkeel's own directory when it runs from
+ * its build tree, then the plugin directory next to libkeel (`keel/` beside
+ * it in an install, wherever the install was moved), then the configured
+ * one; directories that do not exist are left out, the configured one
+ * excepted.
+ * @param[out] path colon-separated; valid until process exit.
+ * @param[out] count the number of directories (may be NULL).
+ */
+KEEL_API keel_status_t keel_backend_search_path(const char **path, int *count);
+
+/**
  * @brief The backend at an index in [0, count).
  * @param[out] backend valid until process exit.
  * @return KEEL_ERROR_OUT_OF_RANGE for a bad index.
