@@ -334,6 +334,11 @@ KEEL_HIDDEN int keel__parse_uint(const char *s, unsigned long long max, unsigned
 /* core/log.c: KEEL_LOG's value to a level; 0 or -1. */
 KEEL_HIDDEN int keel__log_parse(const char *value, int *level);
 
+/* An optional entry of a plugin's family table (keel/backend.h), or NULL when
+ * the plugin was built before the entry existed (its struct_size stops short). */
+#define KEEL__VT(t, field) \
+    ((t)->struct_size >= offsetof(__typeof__(*(t)), field) + sizeof((t)->field) ? (t)->field : NULL)
+
 /* core/loader.c */
 KEEL_HIDDEN keel_status_t keel__loader_setup(const char *backend_path_env);
 KEEL_HIDDEN const char *keel__loader_search_path(int *count);

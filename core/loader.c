@@ -382,10 +382,25 @@ static const keel_backend_plugin_t *open_plugin(struct keel_backend *b)
     return NULL;
 }
 
+/* Whether a family table was built with at least the entries up to field:
+ * the entries of this ABI version. Entries added after them are optional and
+ * read through KEEL__VT (core/internal.h). */
+#define VT_HAS(t, type, field) ((t)->struct_size >= offsetof(type, field) + sizeof(((type *)0)->field))
+
+static int tables_sized(const keel_backend_plugin_t *p)
+{
+    return VT_HAS(p->device, keel_device_vtable_t, stream_priority_range) &&
+           VT_HAS(p->memory, keel_memory_vtable_t, memcpy_peer_async) &&
+           VT_HAS(p->stream, keel_stream_vtable_t, end_capture) &&
+           VT_HAS(p->event, keel_event_vtable_t, elapsed_time) &&
+           VT_HAS(p->kernel, keel_kernel_vtable_t, max_active_blocks) &&
+           (!p->graph || VT_HAS(p->graph, keel_graph_vtable_t, exec_destroy));
+}
+
 static int plugin_complete(const keel_backend_plugin_t *p)
 {
     return p->struct_size >= offsetof(keel_backend_plugin_t, ops) && p->name && p->probe && p->device &&
-           p->memory && p->stream && p->event && p->kernel && p->device->open && p->device->get_properties && p->device->synchronize &&
+           p->memory && p->stream && p->event && p->kernel && tables_sized(p) && p->device->open && p->device->get_properties && p->device->synchronize &&
            p->memory->alloc && p->memory->free && p->memory->memcpy_async && p->memory->memset_async &&
            p->stream->create && p->stream->destroy && p->stream->synchronize && p->stream->query &&
            p->stream->wait_event && p->stream->launch_host_func && p->event->create && p->event->destroy &&

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "fixture.h"
+#include "keel/backend.h" /* KEEL_BACKEND_ABI_VERSION */
 
 #define FAKE_DIR KT_BUILDDIR "/tests/plugins/.libs"
 #define CMDS(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -98,6 +99,19 @@ static char *line(probe_t *p, const char *key)
     return v;
 }
 
+/* "abi=N " and "N" as the probe prints them (the fakeabi plugin claims this
+ * version + 1000). Each call has its own buffer: a test uses two at most. */
+static const char *abi_text(const char *fmt, int version)
+{
+    static char bufs[4][32];
+    static int next;
+    char *b = bufs[next++ % 4];
+    snprintf(b, sizeof bufs[0], fmt, version);
+    return b;
+}
+#define abi_is(v) abi_text("abi=%d ", (v))
+#define abi_number(v) abi_text("%d", (v))
+
 #define EXPECT_LINE_HAS(p, key, needle)                                                                        \
     do {                                                                                                       \
         char *v_ = line(&(p), (key));                                                                          \
@@ -120,7 +134,7 @@ START_TEST(working_plugin_loads_probes_and_runs)
     EXPECT_LINE_HAS(p, "backend:fakeok", "usable=1");
     EXPECT_LINE_HAS(p, "backend:fakeok", "status=KEEL_OK");
     EXPECT_LINE_HAS(p, "backend:fakeok", "devices=1");
-    EXPECT_LINE_HAS(p, "backend:fakeok", "abi=1 ");
+    EXPECT_LINE_HAS(p, "backend:fakeok", abi_is(KEEL_BACKEND_ABI_VERSION));
     EXPECT_LINE_HAS(p, "backend:fakeok", "/keel-fakeok.so");
     EXPECT_LINE_HAS(p, "backend:fakeok", "reason=");
     EXPECT_LINE_STARTS(p, "default", "OK fakeok:0");
@@ -137,10 +151,10 @@ START_TEST(wrong_abi_is_refused_with_abi_mismatch)
     EXPECT_LINE_HAS(p, "backend:fakeabi", "usable=0");
     EXPECT_LINE_HAS(p, "backend:fakeabi", "status=KEEL_ERROR_ABI_MISMATCH");
     EXPECT_LINE_HAS(p, "backend:fakeabi", "devices=0");
-    EXPECT_LINE_HAS(p, "backend:fakeabi", "1001"); /* the version it claims */
+    EXPECT_LINE_HAS(p, "backend:fakeabi", abi_number(KEEL_BACKEND_ABI_VERSION + 1000)); /* the version it claims */
     EXPECT_LINE_STARTS(p, "default", "OK cpu:0");
     EXPECT_LINE_STARTS(p, "get:fakeabi:0", "KEEL_ERROR_BACKEND_UNAVAILABLE");
-    EXPECT_LINE_HAS(p, "get:fakeabi:0", "1001");
+    EXPECT_LINE_HAS(p, "get:fakeabi:0", abi_number(KEEL_BACKEND_ABI_VERSION + 1000));
     kt_child_free(&p.r);
     /* Named alone, it is an error that says why; never a switch to the CPU. */
     p = run("fakeabi", CMDS("init", "default", "count"));
@@ -172,7 +186,7 @@ START_TEST(probe_without_devices_is_no_device)
     EXPECT_LINE_HAS(p, "backend:fakenodev", "usable=0");
     EXPECT_LINE_HAS(p, "backend:fakenodev", "status=KEEL_ERROR_NO_DEVICE");
     EXPECT_LINE_HAS(p, "backend:fakenodev", "the fake probe found no device");
-    EXPECT_LINE_HAS(p, "backend:fakenodev", "abi=1 ");
+    EXPECT_LINE_HAS(p, "backend:fakenodev", abi_is(KEEL_BACKEND_ABI_VERSION));
     EXPECT_LINE_STARTS(p, "default", "OK cpu:0");
     EXPECT_LINE_STARTS(p, "get:fakenodev:0", "KEEL_ERROR_BACKEND_UNAVAILABLE");
     kt_child_free(&p.r);
@@ -208,6 +222,18 @@ START_TEST(incomplete_registration_is_refused)
     free(v);
     EXPECT_LINE_STARTS(p, "default", "OK cpu:0");
     EXPECT_LINE_STARTS(p, "get:fakeincomplete:0", "KEEL_ERROR_BACKEND_UNAVAILABLE");
+    kt_child_free(&p.r);
+}
+END_TEST
+
+START_TEST(short_family_table_is_refused)
+{
+    probe_t p = run("fakeshort,cpu", CMDS("init", "backends", "default", "get:fakeshort:0"));
+    EXPECT_LINE_STARTS(p, "init", "OK");
+    EXPECT_LINE_HAS(p, "backend:fakeshort", "usable=0");
+    EXPECT_LINE_HAS(p, "backend:fakeshort", "lacks entries every plugin must provide");
+    EXPECT_LINE_STARTS(p, "default", "OK cpu:0");
+    EXPECT_LINE_STARTS(p, "get:fakeshort:0", "KEEL_ERROR_BACKEND_UNAVAILABLE");
     kt_child_free(&p.r);
 }
 END_TEST
@@ -422,6 +448,7 @@ static Suite *suite(void)
     tcase_add_test(tc, probe_without_devices_is_no_device);
     tcase_add_test(tc, init_returning_null_is_refused);
     tcase_add_test(tc, incomplete_registration_is_refused);
+    tcase_add_test(tc, short_family_table_is_refused);
     tcase_add_test(tc, files_that_are_not_shared_objects_are_refused);
     tcase_add_test(tc, truncated_or_garbage_files_are_refused_with_the_reason);
     tcase_add_test(tc, plugin_whose_name_differs_from_its_file_is_refused);

@@ -368,6 +368,7 @@ static keel_status_t cpu_device_stream_priority_range(void *device_ctx, int *lea
 }
 
 const keel_device_vtable_t keel__cpu_device_vtable = {
+    .struct_size = sizeof(keel_device_vtable_t),
     .open = cpu_device_open,
     .close = cpu_device_close,
     .get_properties = cpu_device_get_properties,

@@ -247,6 +247,7 @@ static keel_status_t cpu_event_elapsed_time(void *start_ctx, void *end_ctx, floa
 }
 
 const keel_event_vtable_t keel__cpu_event_vtable = {
+    .struct_size = sizeof(keel_event_vtable_t),
     .create = cpu_event_create,
     .destroy = cpu_event_destroy,
     .record = cpu_event_record,

@@ -143,6 +143,7 @@ static keel_status_t cpu_graph_exec_destroy(void *exec_ctx)
 }
 
 const keel_graph_vtable_t keel__cpu_graph_vtable = {
+    .struct_size = sizeof(keel_graph_vtable_t),
     .instantiate = cpu_graph_instantiate,
     .launch = cpu_graph_launch,
     .destroy = cpu_graph_destroy,

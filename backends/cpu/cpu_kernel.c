@@ -299,6 +299,7 @@ static keel_status_t cpu_kernel_max_active_blocks(void *kernel_ctx, int block_th
 }
 
 const keel_kernel_vtable_t keel__cpu_kernel_vtable = {
+    .struct_size = sizeof(keel_kernel_vtable_t),
     .module_load_data = NULL,   /* a CPU module must be a file: dlopen needs one */
     .module_load_file = cpu_module_load_file,
     .module_compile = keel__cpu_module_compile,

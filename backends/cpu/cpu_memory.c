@@ -231,6 +231,7 @@ static keel_status_t cpu_mem_memcpy_peer_async(void *stream_ctx, void *dst, void
 }
 
 const keel_memory_vtable_t keel__cpu_memory_vtable = {
+    .struct_size = sizeof(keel_memory_vtable_t),
     .alloc = cpu_mem_alloc,
     .free = cpu_mem_free,
     .alloc_async = cpu_mem_alloc_async,

@@ -468,6 +468,7 @@ static keel_status_t cpu_stream_end_capture(void *stream_ctx, void **graph_ctx)
 }
 
 const keel_stream_vtable_t keel__cpu_stream_vtable = {
+    .struct_size = sizeof(keel_stream_vtable_t),
     .create = cpu_stream_create,
     .destroy = cpu_stream_destroy,
     .synchronize = cpu_stream_synchronize,

@@ -224,6 +224,7 @@ static keel_status_t dev_stream_priority_range(void *device_ctx, int *least, int
 }
 
 const keel_device_vtable_t keel__cuda_device_vtable = {
+    .struct_size = sizeof(keel_device_vtable_t),
     .open = dev_open,
     .close = dev_close,
     .get_properties = dev_get_properties,

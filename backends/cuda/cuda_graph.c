@@ -56,6 +56,7 @@ static keel_status_t graph_exec_destroy(void *exec_ctx)
 }
 
 const keel_graph_vtable_t keel__cuda_graph_vtable = {
+    .struct_size = sizeof(keel_graph_vtable_t),
     .instantiate = graph_instantiate,
     .launch = graph_launch,
     .destroy = graph_destroy,

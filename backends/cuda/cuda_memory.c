@@ -169,6 +169,7 @@ static keel_status_t mem_memcpy_peer_async(void *stream_ctx, void *dst, void *ds
 }
 
 const keel_memory_vtable_t keel__cuda_memory_vtable = {
+    .struct_size = sizeof(keel_memory_vtable_t),
     .alloc = mem_alloc,
     .free = mem_free,
     .alloc_async = mem_alloc_async,

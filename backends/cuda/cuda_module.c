@@ -305,6 +305,7 @@ static keel_status_t kern_max_active_blocks(void *kernel_ctx, int block_threads,
 }
 
 const keel_kernel_vtable_t keel__cuda_kernel_vtable = {
+    .struct_size = sizeof(keel_kernel_vtable_t),
     .module_load_data = mod_load_data,
     .module_load_file = mod_load_file,
     .module_compile = mod_compile,

@@ -126,6 +126,7 @@ static keel_status_t stream_end_capture(void *stream_ctx, void **graph_ctx)
 }
 
 const keel_stream_vtable_t keel__cuda_stream_vtable = {
+    .struct_size = sizeof(keel_stream_vtable_t),
     .create = stream_create,
     .destroy = stream_destroy,
     .synchronize = stream_synchronize,
@@ -236,6 +237,7 @@ static keel_status_t event_elapsed_time(void *start_ctx, void *end_ctx, float *m
 }
 
 const keel_event_vtable_t keel__cuda_event_vtable = {
+    .struct_size = sizeof(keel_event_vtable_t),
     .create = event_create,
     .destroy = event_destroy,
     .record = event_record,

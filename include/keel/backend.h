@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 /** @brief Version of this ABI. Raised whenever a struct below changes incompatibly. */
-#define KEEL_BACKEND_ABI_VERSION 1
+#define KEEL_BACKEND_ABI_VERSION 2
 
 /** @brief Name of the symbol every plugin exports. */
 #define KEEL_BACKEND_INIT_SYMBOL "keel_backend_init"
@@ -84,6 +84,7 @@ typedef struct keel_host_api {
 } keel_host_api_t;
 
 typedef struct keel_device_vtable {
+    uint32_t struct_size; /**< sizeof(keel_device_vtable_t) the plugin was built with; entries past it are absent */
     keel_status_t (*open)(void *backend_ctx, int index, void **device_ctx);
     void (*close)(void *device_ctx);
     /** Fill every field of @p props (a full-size struct; the core copies what the caller asked). */
@@ -96,6 +97,7 @@ typedef struct keel_device_vtable {
 } keel_device_vtable_t;
 
 typedef struct keel_memory_vtable {
+    uint32_t struct_size; /**< sizeof(keel_memory_vtable_t) the plugin was built with; entries past it are absent */
     /** @p kind is DEVICE, PINNED or MANAGED. OUT_OF_MEMORY must leave the device usable. */
     keel_status_t (*alloc)(void *device_ctx, keel_memory_kind_t kind, size_t bytes, void **ptr);
     /** Called after the core synchronized the device and every other device that was
@@ -120,6 +122,7 @@ typedef struct keel_memory_vtable {
 } keel_memory_vtable_t;
 
 typedef struct keel_stream_vtable {
+    uint32_t struct_size; /**< sizeof(keel_stream_vtable_t) the plugin was built with; entries past it are absent */
     /** @p priority is already clamped to the device's range. */
     keel_status_t (*create)(void *device_ctx, unsigned flags, int priority, void **stream_ctx);
     /** Waits for the stream's work, then releases it. */
@@ -135,6 +138,7 @@ typedef struct keel_stream_vtable {
 } keel_stream_vtable_t;
 
 typedef struct keel_event_vtable {
+    uint32_t struct_size; /**< sizeof(keel_event_vtable_t) the plugin was built with; entries past it are absent */
     keel_status_t (*create)(void *device_ctx, unsigned flags, void **event_ctx);
     keel_status_t (*destroy)(void *event_ctx);
     keel_status_t (*record)(void *event_ctx, void *stream_ctx);
@@ -145,6 +149,7 @@ typedef struct keel_event_vtable {
 } keel_event_vtable_t;
 
 typedef struct keel_kernel_vtable {
+    uint32_t struct_size; /**< sizeof(keel_kernel_vtable_t) the plugin was built with; entries past it are absent */
     /** optional each: the forms of module the backend accepts. */
     keel_status_t (*module_load_data)(void *device_ctx, const void *image, size_t size, void **module_ctx);
     keel_status_t (*module_load_file)(void *device_ctx, const char *path, void **module_ctx);
@@ -169,6 +174,7 @@ typedef struct keel_kernel_vtable {
 } keel_kernel_vtable_t;
 
 typedef struct keel_graph_vtable {
+    uint32_t struct_size; /**< sizeof(keel_graph_vtable_t) the plugin was built with; entries past it are absent */
     keel_status_t (*instantiate)(void *graph_ctx, void **exec_ctx);
     keel_status_t (*launch)(void *exec_ctx, void *stream_ctx);
     keel_status_t (*destroy)(void *graph_ctx);

@@ -8,12 +8,18 @@
  *   FAKE_INIT_NULL     1 to make the init function return NULL
  *   FAKE_INCOMPLETE    1 to leave out a required table (memory) and claim a
  *                      struct_size too small for the fields it has (optional)
+ *   FAKE_SHORT_TABLE   1 to give the device table a struct_size that stops
+ *                      before its last entry of this ABI version (optional)
  * It is check-only code: small, not fast. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include "keel/backend.h"
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
+#ifndef FAKE_SHORT_TABLE
+#define FAKE_SHORT_TABLE 0
+#endif
 
 static const keel_host_api_t *host;
 
@@ -159,12 +165,13 @@ static keel_status_t k_attr(void *k, keel_kernel_attribute_t a, int *v)
     return host->set_error(KEEL_ERROR_NOT_SUPPORTED, "%s: no kernels", FAKE_NAME);
 }
 
-static const keel_device_vtable_t fake_device = {dev_open, dev_close, dev_props, dev_meminfo,
+static const keel_device_vtable_t fake_device = {FAKE_SHORT_TABLE ? offsetof(keel_device_vtable_t, stream_priority_range) : sizeof(keel_device_vtable_t),
+                                                  dev_open, dev_close, dev_props, dev_meminfo,
                                                   dev_sync, NULL, dev_prio};
-static const keel_memory_vtable_t fake_memory = {mem_alloc, mem_free, NULL, NULL, mem_copy, NULL, mem_set, NULL};
-static const keel_stream_vtable_t fake_stream = {st_create, st_nop, st_nop, st_nop, st_wait, st_host, NULL, NULL};
-static const keel_event_vtable_t fake_event = {ev_create, ev_nop, ev_record, ev_nop, ev_nop, ev_elapsed};
-static const keel_kernel_vtable_t fake_kernel = {NULL, NULL, NULL, NULL, k_get, NULL, k_release,
+static const keel_memory_vtable_t fake_memory = {sizeof(keel_memory_vtable_t), mem_alloc, mem_free, NULL, NULL, mem_copy, NULL, mem_set, NULL};
+static const keel_stream_vtable_t fake_stream = {sizeof(keel_stream_vtable_t), st_create, st_nop, st_nop, st_nop, st_wait, st_host, NULL, NULL};
+static const keel_event_vtable_t fake_event = {sizeof(keel_event_vtable_t), ev_create, ev_nop, ev_record, ev_nop, ev_nop, ev_elapsed};
+static const keel_kernel_vtable_t fake_kernel = {sizeof(keel_kernel_vtable_t), NULL, NULL, NULL, NULL, k_get, NULL, k_release,
                                                   k_launch, k_attr, NULL, NULL};
 
 #ifndef FAKE_INCOMPLETE
