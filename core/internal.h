@@ -334,6 +334,9 @@ KEEL_HIDDEN int keel__parse_uint(const char *s, unsigned long long max, unsigned
 /* core/log.c: KEEL_LOG's value to a level; 0 or -1. */
 KEEL_HIDDEN int keel__log_parse(const char *value, int *level);
 
+/* "device", "pinned host", "managed" or "host" (core/memory.c). */
+KEEL_HIDDEN const char *keel__memory_kind_name(keel_memory_kind_t k);
+
 /* An optional entry of a plugin's family table (keel/backend.h), or NULL when
  * the plugin was built before the entry existed (its struct_size stops short). */
 #define KEEL__VT(t, field) \
