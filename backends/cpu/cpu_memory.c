@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_enqueue.h"
 
 #define CPU_ALLOC_MAGIC 0x6b63706du
 
@@ -230,6 +231,56 @@ static keel_status_t cpu_mem_memcpy_peer_async(void *stream_ctx, void *dst, void
     return cpu_enqueue_copy(stream_ctx, dst, src, bytes, "keel_memcpy_peer_async");
 }
 
+/* Rows of a 2D copy or memset, spread over the pool by whole rows when
+ * there are enough bytes to share. */
+typedef struct cpu_rows {
+    unsigned char *dst;
+    const unsigned char *src; /* NULL: a memset of value */
+    size_t dpitch, spitch, width, height;
+    int value;
+} cpu_rows_t;
+
+static void cpu_rows_body(void *arg, size_t begin, size_t end)
+{
+    const cpu_rows_t *r = arg;
+    for (size_t i = begin; i < end; i++) {
+        if (r->src)
+            memmove(r->dst + i * r->dpitch, r->src + i * r->spitch, r->width);
+        else
+            memset(r->dst + i * r->dpitch, r->value, r->width);
+    }
+}
+
+static void cpu_rows_run(void *payload)
+{
+    cpu_rows_t *r = payload;
+    /* Rows may overlap when a copy moves data within one allocation: then in order, on one thread. */
+    int overlap = r->src && r->dst < r->src + r->spitch * (r->height - 1) + r->width &&
+                  r->src < r->dst + r->dpitch * (r->height - 1) + r->width;
+    size_t grain = r->width >= CPU_PARALLEL_BYTES ? 1 : CPU_PARALLEL_BYTES / r->width;
+    if (overlap)
+        cpu_rows_body(r, 0, r->height);
+    else
+        keel__cpu_parallel_for(r->height, grain, cpu_rows_body, r);
+}
+
+static keel_status_t cpu_mem_memcpy_2d_async(void *stream_ctx, void *dst, keel_memory_kind_t dst_kind,
+                                             size_t dst_pitch, const void *src, keel_memory_kind_t src_kind,
+                                             size_t src_pitch, size_t width, size_t height)
+{
+    (void)dst_kind;
+    (void)src_kind;
+    cpu_rows_t r = {dst, src, dst_pitch, src_pitch, width, height, 0};
+    return keel__cpu_enqueue(stream_ctx, cpu_rows_run, &r, sizeof r);
+}
+
+static keel_status_t cpu_mem_memset_2d_async(void *stream_ctx, void *dst, size_t pitch, int value, size_t width,
+                                             size_t height)
+{
+    cpu_rows_t r = {dst, NULL, pitch, 0, width, height, value};
+    return keel__cpu_enqueue(stream_ctx, cpu_rows_run, &r, sizeof r);
+}
+
 const keel_memory_vtable_t keel__cpu_memory_vtable = {
     .struct_size = sizeof(keel_memory_vtable_t),
     .alloc = cpu_mem_alloc,
@@ -240,4 +291,6 @@ const keel_memory_vtable_t keel__cpu_memory_vtable = {
     .memcpy_sync = cpu_mem_memcpy_sync,
     .memset_async = cpu_mem_memset_async,
     .memcpy_peer_async = cpu_mem_memcpy_peer_async,
+    .memcpy_2d_async = cpu_mem_memcpy_2d_async,
+    .memset_2d_async = cpu_mem_memset_2d_async,
 };

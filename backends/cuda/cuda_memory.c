@@ -168,6 +168,32 @@ static keel_status_t mem_memcpy_peer_async(void *stream_ctx, void *dst, void *ds
     return KEEL_OK;
 }
 
+/* Pitched copies go to the runtime as they are, pageable host memory
+ * included (its 2D copy stages them itself). */
+static keel_status_t mem_memcpy_2d_async(void *stream_ctx, void *dst, keel_memory_kind_t dst_kind, size_t dst_pitch,
+                                         const void *src, keel_memory_kind_t src_kind, size_t src_pitch, size_t width,
+                                         size_t height)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    gpuError_t err = KEEL_GPU_TRY(gpuMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, gpuMemcpyDefault,
+                                                   s->stream));
+    keel__cuda_stream_touch(s);
+    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
+        return copy_error(err, "keel_memcpy_2d", dst_kind, src_kind, width * height);
+    return KEEL_OK;
+}
+
+static keel_status_t mem_memset_2d_async(void *stream_ctx, void *dst, size_t pitch, int value, size_t width,
+                                         size_t height)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    gpuError_t err = KEEL_GPU_TRY(gpuMemset2DAsync(dst, pitch, value, width, height, s->stream));
+    keel__cuda_stream_touch(s);
+    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
+        return keel__cuda_error(err, "keel_memset_2d", NULL);
+    return KEEL_OK;
+}
+
 const keel_memory_vtable_t keel__cuda_memory_vtable = {
     .struct_size = sizeof(keel_memory_vtable_t),
     .alloc = mem_alloc,
@@ -178,4 +204,6 @@ const keel_memory_vtable_t keel__cuda_memory_vtable = {
     .memcpy_sync = mem_memcpy_sync,
     .memset_async = mem_memset_async,
     .memcpy_peer_async = mem_memcpy_peer_async,
+    .memcpy_2d_async = mem_memcpy_2d_async,
+    .memset_2d_async = mem_memset_2d_async,
 };

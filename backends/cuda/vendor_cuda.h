@@ -77,6 +77,8 @@ typedef CUkernel gpuKernel_t;
 #define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define gpuMemsetAsync cudaMemsetAsync
 #define gpuMemcpyPeerAsync cudaMemcpyPeerAsync
+#define gpuMemcpy2DAsync cudaMemcpy2DAsync
+#define gpuMemset2DAsync cudaMemset2DAsync
 
 #define gpuStreamCreateWithPriority cudaStreamCreateWithPriority
 #define gpuStreamNonBlocking cudaStreamNonBlocking

@@ -79,6 +79,8 @@ typedef hipFunction_t gpuKernel_t;
 #define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define gpuMemsetAsync hipMemsetAsync
 #define gpuMemcpyPeerAsync hipMemcpyPeerAsync
+#define gpuMemcpy2DAsync hipMemcpy2DAsync
+#define gpuMemset2DAsync hipMemset2DAsync
 
 #define gpuStreamCreateWithPriority hipStreamCreateWithPriority
 #define gpuStreamNonBlocking hipStreamNonBlocking

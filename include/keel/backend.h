@@ -119,6 +119,15 @@ typedef struct keel_memory_vtable {
     /** optional: copy between devices of this backend, enqueued on @p stream_ctx (a stream of either). */
     keel_status_t (*memcpy_peer_async)(void *stream_ctx, void *dst, void *dst_device_ctx, const void *src,
                                        void *src_device_ctx, size_t bytes);
+    /* Entries past this point are optional, read only when struct_size covers them. */
+    /** optional: @p height rows of @p width bytes, pitches checked (width <= each pitch) and
+     *  extents in bounds; also between two devices' memory. NULL makes the core copy row by row. */
+    keel_status_t (*memcpy_2d_async)(void *stream_ctx, void *dst, keel_memory_kind_t dst_kind, size_t dst_pitch,
+                                     const void *src, keel_memory_kind_t src_kind, size_t src_pitch, size_t width,
+                                     size_t height);
+    /** optional: NULL makes the core set row by row. */
+    keel_status_t (*memset_2d_async)(void *stream_ctx, void *dst, size_t pitch, int value, size_t width,
+                                     size_t height);
 } keel_memory_vtable_t;
 
 typedef struct keel_stream_vtable {

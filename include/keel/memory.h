@@ -148,6 +148,76 @@ KEEL_API keel_status_t keel_memcpy(void *dst, const void *src, size_t bytes);
  */
 KEEL_API keel_status_t keel_memcpy_async(void *dst, const void *src, size_t bytes, keel_stream_t *stream);
 
+/** @brief keel_malloc_pitch rounds each row up to a multiple of this many bytes. */
+#define KEEL_PITCH_ALIGNMENT 256
+
+/**
+ * @brief Allocate device memory for @p height rows of @p width bytes, each
+ *        row starting @p pitch bytes after the one before (cudaMallocPitch).
+ * @param[out] ptr written only on success; free it with keel_free().
+ * @param[out] pitch @p width rounded up to a multiple of KEEL_PITCH_ALIGNMENT.
+ * @return KEEL_ERROR_INVALID_ARGUMENT for a zero width or height, or a size
+ *         that overflows; KEEL_ERROR_OUT_OF_MEMORY as keel_malloc().
+ */
+KEEL_API keel_status_t keel_malloc_pitch(keel_device_t *device, size_t width, size_t height, void **ptr,
+                                         size_t *pitch);
+
+/**
+ * @brief Copy @p height rows of @p width bytes, the rows @p src_pitch bytes
+ *        apart at @p src and @p dst_pitch bytes apart at @p dst. Synchronous.
+ *
+ * Either side may be host memory or any Keel allocation, as for keel_memcpy;
+ * each side's whole extent, pitch * (height - 1) + width bytes, must lie in
+ * its allocation. A width or height of 0 does nothing.
+ * @return KEEL_ERROR_INVALID_ARGUMENT when @p width exceeds a pitch (rows
+ *         would overlap) or the extent overflows; KEEL_ERROR_OUT_OF_RANGE,
+ *         KEEL_ERROR_INVALID_POINTER and KEEL_ERROR_DEVICE_MISMATCH as
+ *         keel_memcpy.
+ */
+KEEL_API keel_status_t keel_memcpy_2d(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                                      size_t height);
+
+/** @brief Stream-ordered keel_memcpy_2d (the stream rules of keel_memcpy_async). */
+KEEL_API keel_status_t keel_memcpy_2d_async(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                                            size_t width, size_t height, keel_stream_t *stream);
+
+/**
+ * @brief Set @p height rows of @p width bytes, @p pitch bytes apart, to the
+ *        byte @p value; the bytes between rows are left alone. Synchronous.
+ * @p ptr must lie in a Keel allocation holding the whole extent.
+ */
+KEEL_API keel_status_t keel_memset_2d(void *ptr, size_t pitch, int value, size_t width, size_t height);
+
+/** @brief Stream-ordered keel_memset_2d. */
+KEEL_API keel_status_t keel_memset_2d_async(void *ptr, size_t pitch, int value, size_t width, size_t height,
+                                            keel_stream_t *stream);
+
+/**
+ * @brief A copy of a box: @p depth slices of @p height rows of @p width bytes.
+ *
+ * On each side, rows are @p pitch bytes apart and slices @p slice_pitch
+ * bytes apart (for a dense array of rows of pitch bytes: pitch * rows per
+ * slice). Each side's extent is slice_pitch * (depth - 1) + pitch *
+ * (height - 1) + width bytes, which must lie in its allocation.
+ */
+typedef struct keel_copy_3d {
+    void *dst;
+    size_t dst_pitch;        /**< bytes from a row of dst to the next, >= width */
+    size_t dst_slice_pitch;  /**< bytes from a slice of dst to the next, >= dst_pitch * height */
+    const void *src;
+    size_t src_pitch;        /**< bytes from a row of src to the next, >= width */
+    size_t src_slice_pitch;  /**< bytes from a slice of src to the next, >= src_pitch * height */
+    size_t width;            /**< bytes of each row */
+    size_t height;           /**< rows of each slice */
+    size_t depth;            /**< slices */
+} keel_copy_3d_t;
+
+/** @brief Copy a box (cudaMemcpy3D with pitched pointers). Synchronous. A zero extent does nothing. */
+KEEL_API keel_status_t keel_memcpy_3d(const keel_copy_3d_t *copy);
+
+/** @brief Stream-ordered keel_memcpy_3d. */
+KEEL_API keel_status_t keel_memcpy_3d_async(const keel_copy_3d_t *copy, keel_stream_t *stream);
+
 /** @brief Where a pointer lives. Set struct_size = sizeof(keel_pointer_info_t) before the call. */
 typedef struct keel_pointer_info {
     size_t struct_size;         /**< [in] sizeof(keel_pointer_info_t) */
