@@ -12,7 +12,7 @@ from ._keel import (  # noqa: F401
 )
 from ._keel import __dict__ as _c
 
-KEEL_OK = _c["KEEL_OK"]
+globals().update({k: v for k, v in _c.items() if k.startswith("KEEL_")})
 __version__ = version()
 
 
