@@ -16,7 +16,7 @@ from setuptools import Extension, setup
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = [os.path.join("src", f) for f in (
     "module.c", "errors.c", "device.c", "stream.c", "graph.c", "buffer.c",
-    "array.c", "dlpack.c", "ops.c", "kernel.c")]
+    "array.c", "dlpack.c", "ops.c", "kernel.c", "bench.c")]
 
 
 def in_tree(build):
@@ -56,6 +56,6 @@ where = in_tree(build_dir) if build_dir else installed()
 
 setup(ext_modules=[Extension(
     "keel._keel", SOURCES,
-    extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
+    extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
                         "-Wno-cast-function-type"],
     **where)])

@@ -123,6 +123,7 @@ PyObject *kp_array_cai(kp_Array *self, void *closure);
 int kp_ops_init(PyObject *m);
 extern PyMethodDef kp_ops_methods[];
 int kp_kernel_init(PyObject *m);
+extern PyMethodDef kp_bench_methods[];
 
 /* Parses keyword-only fast-call arguments: names[] (NULL-terminated) into out[]. */
 int kp_kwargs(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char *const *names,

@@ -343,6 +343,12 @@ static PyObject *kernel_name(kp_Kernel *self, void *c)
     return PyUnicode_FromString(keel_kernel_name(self->kernel));
 }
 
+static PyObject *kernel_handle(kp_Kernel *self, void *c)
+{
+    (void)c;
+    return PyLong_FromVoidPtr(self->kernel);
+}
+
 static PyObject *kernel_params(kp_Kernel *self, void *c)
 {
     (void)c;
@@ -366,6 +372,7 @@ static PyMethodDef kernel_methods[] = {
 static PyGetSetDef kernel_getset[] = {
     {"name", (getter)kernel_name, NULL, "the kernel's name", NULL},
     {"params", (getter)kernel_params, NULL, "((type, name, size), ...) of its parameters", NULL},
+    {"handle", (getter)kernel_handle, NULL, "the keel_kernel_t * as an int", NULL},
     {"max_threads_per_block", (getter)kernel_attribute, NULL, "most threads a block may have",
      (void *)(intptr_t)KEEL_KERNEL_ATTR_MAX_THREADS_PER_BLOCK},
     {"num_regs", (getter)kernel_attribute, NULL, "registers per thread",

@@ -26,6 +26,7 @@ PyMODINIT_FUNC PyInit__keel(void)
     if (!m)
         return NULL;
     if (PyModule_AddFunctions(m, base_methods) < 0 || PyModule_AddFunctions(m, kp_ops_methods) < 0 ||
+        PyModule_AddFunctions(m, kp_bench_methods) < 0 ||
         kp_errors_init(m) < 0 || kp_device_init(m) < 0 || kp_stream_init(m) < 0 || kp_graph_init(m) < 0 ||
         kp_buffer_init(m) < 0 || kp_array_init(m) < 0 || kp_ops_init(m) < 0 || kp_kernel_init(m) < 0) {
         Py_DECREF(m);
