@@ -50,7 +50,9 @@ def test_events_time_and_order_streams(rng, dev):
     z = keel.log(y, stream=s2)  # ordered after s1's exp by the event
     s2.synchronize()
     end.synchronize()
-    assert end.query() and s1.query()
+    assert end.query()
+    s1.synchronize()
+    assert s1.query()
     assert start.elapsed_time(end) >= 0
     np.testing.assert_allclose(keel.to_numpy(z), x, rtol=1e-12, atol=1e-12)
     nt = keel.Event(dev, timing=False)
