@@ -49,6 +49,23 @@ static keel_status_t release_memory(kp_Buffer *b)
     return st;
 }
 
+static kp_Buffer *buffer_alloc(kp_Device *d, void *p, size_t nbytes, keel_memory_kind_t kind,
+                               const keel_tensor_t *imported)
+{
+    kp_Buffer *b = PyObject_New(kp_Buffer, &kp_BufferType);
+    if (!b)
+        return NULL;
+    b->ptr = p;
+    b->nbytes = nbytes;
+    b->kind = kind;
+    Py_INCREF(d);
+    b->device = d;
+    b->imported = imported;
+    b->exports = 0;
+    b->closed = 0;
+    return b;
+}
+
 kp_Buffer *kp_buffer_new(kp_Device *d, size_t nbytes, keel_memory_kind_t kind)
 {
     void *p = NULL;
@@ -57,37 +74,17 @@ kp_Buffer *kp_buffer_new(kp_Device *d, size_t nbytes, keel_memory_kind_t kind)
                                                      : keel_malloc(d->dev, nbytes, &p);
     if (st != KEEL_OK)
         return (kp_Buffer *)kp_raise(st);
-    kp_Buffer *b = PyObject_New(kp_Buffer, &kp_BufferType);
-    if (!b) {
+    kp_Buffer *b = buffer_alloc(d, p, nbytes, kind, NULL);
+    if (!b)
         keel_free(p);
-        return NULL;
-    }
-    b->ptr = p;
-    b->nbytes = nbytes;
-    b->kind = kind;
-    Py_INCREF(d);
-    b->device = d;
-    b->imported = NULL;
-    b->exports = 0;
-    b->closed = 0;
     return b;
 }
 
 kp_Buffer *kp_buffer_imported(kp_Device *d, const keel_tensor_t *t, size_t nbytes)
 {
-    kp_Buffer *b = PyObject_New(kp_Buffer, &kp_BufferType);
-    if (!b) {
+    kp_Buffer *b = buffer_alloc(d, t->data, nbytes, t->kind, t);
+    if (!b)
         keel_dlpack_release(t);
-        return NULL;
-    }
-    b->ptr = t->data;
-    b->nbytes = nbytes;
-    b->kind = t->kind;
-    Py_INCREF(d);
-    b->device = d;
-    b->imported = t;
-    b->exports = 0;
-    b->closed = 0;
     return b;
 }
 

@@ -76,6 +76,32 @@ static void rows_cols(const kp_Array *a, size_t *rows, size_t *cols)
     *cols = a->ndim ? (size_t)a->shape[a->ndim - 1] : 1;
 }
 
+/* The compact operand x of a float dtype (in *dt), from arg o. */
+static kp_Array *one_operand(PyObject *o, const char *fn, keel_dtype_t *dt)
+{
+    kp_Array *x = array_arg(o, fn, "x", NULL);
+    if (!x || compact(x, fn, "x") < 0 || kp_array_keel_dtype(x, dt) < 0)
+        return NULL;
+    return x;
+}
+
+/* The two compact operands x (of a float dtype, in *dt) and y of the same
+ * device and dtype, from args a[0] and a[1]. */
+static int two_operands(PyObject *const *a, const char *fn, const char *nx, const char *ny, kp_Array **x,
+                        kp_Array **y, keel_dtype_t *dt)
+{
+    if (!(*x = array_arg(a[0], fn, nx, NULL)) || compact(*x, fn, nx) < 0 || kp_array_keel_dtype(*x, dt) < 0)
+        return -1;
+    if (!(*y = array_arg(a[1], fn, ny, (*x)->buffer->device)) || compact(*y, fn, ny) < 0)
+        return -1;
+    if ((*y)->dtype.code != (*x)->dtype.code || (*y)->dtype.bits != (*x)->dtype.bits) {
+        PyErr_Format(PyExc_TypeError, "%s(): %s is %s, %s is %s", fn, nx, kp_dtype_name((*x)->dtype), ny,
+                     kp_dtype_name((*y)->dtype));
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- elementwise ---- */
 
 static PyObject *unary(keel_unary_op_t op, const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -84,9 +110,9 @@ static PyObject *unary(keel_unary_op_t op, const char *fn, PyObject *const *args
     PyObject *a[3];
     if (kp_kwargs(fn, args, nargs, kwnames, names, a) < 0)
         return NULL;
-    kp_Array *x = array_arg(a[0], fn, "x", NULL);
     keel_dtype_t dt;
-    if (!x || compact(x, fn, "x") < 0 || kp_array_keel_dtype(x, &dt) < 0)
+    kp_Array *x = one_operand(a[0], fn, &dt);
+    if (!x)
         return NULL;
     kp_Device *d = x->buffer->device;
     keel_stream_t *s = kp_stream_arg(a[2], d);
@@ -123,17 +149,11 @@ static PyObject *binary(keel_binary_op_t op, const char *fn, PyObject *const *ar
     PyObject *a[6];
     if (kp_kwargs(fn, args, nargs, kwnames, names, a) < 0)
         return NULL;
-    kp_Array *x = array_arg(a[0], fn, "a", NULL);
+    kp_Array *x, *y;
     keel_dtype_t dt;
-    if (!x || compact(x, fn, "a") < 0 || kp_array_keel_dtype(x, &dt) < 0)
+    if (two_operands(a, fn, "a", "b", &x, &y, &dt) < 0)
         return NULL;
     kp_Device *d = x->buffer->device;
-    kp_Array *y = array_arg(a[1], fn, "b", d);
-    if (!y || compact(y, fn, "b") < 0)
-        return NULL;
-    if (y->dtype.code != x->dtype.code || y->dtype.bits != x->dtype.bits)
-        return PyErr_Format(PyExc_TypeError, "%s(): a is %s, b is %s", fn, kp_dtype_name(x->dtype),
-                            kp_dtype_name(y->dtype));
     size_t rows, cols;
     rows_cols(x, &rows, &cols);
     int64_t nb = kp_array_size(y);
@@ -184,9 +204,9 @@ static PyObject *reduce(keel_reduce_op_t op, const char *fn, PyObject *const *ar
     PyObject *a[4];
     if (kp_kwargs(fn, args, nargs, kwnames, names, a) < 0)
         return NULL;
-    kp_Array *x = array_arg(a[0], fn, "x", NULL);
     keel_dtype_t dt;
-    if (!x || compact(x, fn, "x") < 0 || kp_array_keel_dtype(x, &dt) < 0)
+    kp_Array *x = one_operand(a[0], fn, &dt);
+    if (!x)
         return NULL;
     size_t rows, cols;
     rows_cols(x, &rows, &cols);
@@ -239,9 +259,9 @@ static PyObject *op_argmax(PyObject *self, PyObject *const *args, Py_ssize_t nar
     PyObject *a[3];
     if (kp_kwargs("argmax", args, nargs, kwnames, names, a) < 0)
         return NULL;
-    kp_Array *x = array_arg(a[0], "argmax", "x", NULL);
     keel_dtype_t dt;
-    if (!x || compact(x, "argmax", "x") < 0 || kp_array_keel_dtype(x, &dt) < 0)
+    kp_Array *x = one_operand(a[0], "argmax", &dt);
+    if (!x)
         return NULL;
     size_t rows, cols;
     rows_cols(x, &rows, &cols);
@@ -262,9 +282,9 @@ static PyObject *softmax(int log, const char *fn, PyObject *const *args, Py_ssiz
     PyObject *a[3];
     if (kp_kwargs(fn, args, nargs, kwnames, names, a) < 0)
         return NULL;
-    kp_Array *x = array_arg(a[0], fn, "x", NULL);
     keel_dtype_t dt;
-    if (!x || compact(x, fn, "x") < 0 || kp_array_keel_dtype(x, &dt) < 0)
+    kp_Array *x = one_operand(a[0], fn, &dt);
+    if (!x)
         return NULL;
     size_t rows, cols;
     rows_cols(x, &rows, &cols);
@@ -314,9 +334,9 @@ static PyObject *op_layer_norm(PyObject *self, PyObject *const *args, Py_ssize_t
     PyObject *a[6];
     if (kp_kwargs("layer_norm", args, nargs, kwnames, names, a) < 0)
         return NULL;
-    kp_Array *x = array_arg(a[0], "layer_norm", "x", NULL);
     keel_dtype_t dt;
-    if (!x || compact(x, "layer_norm", "x") < 0 || kp_array_keel_dtype(x, &dt) < 0)
+    kp_Array *x = one_operand(a[0], "layer_norm", &dt);
+    if (!x)
         return NULL;
     size_t rows, cols;
     rows_cols(x, &rows, &cols);
@@ -344,12 +364,9 @@ static PyObject *op_matmul(PyObject *self, PyObject *const *args, Py_ssize_t nar
     PyObject *a[7];
     if (kp_kwargs("matmul", args, nargs, kwnames, names, a) < 0)
         return NULL;
-    kp_Array *x = array_arg(a[0], "matmul", "a", NULL);
+    kp_Array *x, *y;
     keel_dtype_t dt;
-    if (!x || compact(x, "matmul", "a") < 0 || kp_array_keel_dtype(x, &dt) < 0)
-        return NULL;
-    kp_Array *y = array_arg(a[1], "matmul", "b", x->buffer->device);
-    if (!y || compact(y, "matmul", "b") < 0)
+    if (two_operands(a, "matmul", "a", "b", &x, &y, &dt) < 0)
         return NULL;
     if (x->ndim < 2 || x->ndim > 3 || y->ndim != x->ndim)
         return PyErr_Format(PyExc_ValueError, "matmul(): a and b must both be matrices or both batches of them "
@@ -421,18 +438,12 @@ static PyObject *op_dense(PyObject *self, PyObject *const *args, Py_ssize_t narg
     PyObject *a[7];
     if (kp_kwargs("dense", args, nargs, kwnames, names, a) < 0)
         return NULL;
-    kp_Array *x = array_arg(a[0], "dense", "x", NULL);
+    kp_Array *x, *w;
     keel_dtype_t dt;
-    if (!x || compact(x, "dense", "x") < 0 || kp_array_keel_dtype(x, &dt) < 0)
-        return NULL;
-    kp_Array *w = array_arg(a[1], "dense", "w", x->buffer->device);
-    if (!w || compact(w, "dense", "w") < 0)
+    if (two_operands(a, "dense", "x", "w", &x, &w, &dt) < 0)
         return NULL;
     if (x->ndim != 2 || w->ndim != 2 || w->shape[1] != x->shape[1])
         return PyErr_Format(PyExc_ValueError, "dense(): x must be [batch, in] and w [out, in] with the same in");
-    if (w->dtype.code != x->dtype.code || w->dtype.bits != x->dtype.bits)
-        return PyErr_Format(PyExc_TypeError, "dense(): x is %s, w is %s", kp_dtype_name(x->dtype),
-                            kp_dtype_name(w->dtype));
     int64_t batch = x->shape[0], in = x->shape[1], outf = w->shape[0];
     const void *bias;
     keel_activation_t act;
@@ -477,9 +488,9 @@ static PyObject *op_fill(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     PyObject *a[3];
     if (kp_kwargs("fill", args, nargs, kwnames, names, a) < 0)
         return NULL;
-    kp_Array *x = array_arg(a[0], "fill", "x", NULL);
     keel_dtype_t dt;
-    if (!x || compact(x, "fill", "x") < 0 || kp_array_keel_dtype(x, &dt) < 0)
+    kp_Array *x = one_operand(a[0], "fill", &dt);
+    if (!x)
         return NULL;
     double v = num(a[1], 0.0);
     if (PyErr_Occurred())
