@@ -25,7 +25,8 @@ enum {
     KEEL__MAGIC_MODULE = 0x6b6d6f64u,
     KEEL__MAGIC_KERNEL = 0x6b6b726eu,
     KEEL__MAGIC_GRAPH = 0x6b677270u,
-    KEEL__MAGIC_GRAPH_EXEC = 0x6b677865u
+    KEEL__MAGIC_GRAPH_EXEC = 0x6b677865u,
+    KEEL__MAGIC_TENSOR = 0x6b746e73u
 };
 
 struct keel_backend {
@@ -193,6 +194,7 @@ typedef struct keel__alloc {
     keel_memory_kind_t kind;
     struct keel_device *device;
     int stream_ordered;           /* from keel_malloc_async: freed through free_async */
+    int foreign;                  /* another library's memory, imported through DLPack (core/dlpack.c) */
     /* Devices other than the owner whose streams were handed the block by
      * a copy or memset, one bit each (keel__reach_bit): keel_free waits for
      * them too. Bits are only ever added while the block lives. */
@@ -200,6 +202,12 @@ typedef struct keel__alloc {
 } keel__alloc_t;
 KEEL_HIDDEN keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kind,
                                              struct keel_device *dev, int stream_ordered);
+/* Enters another library's memory [base, base + size) as a foreign
+ * allocation of dev, unless it overlaps a live allocation: then adds
+ * nothing, sets *overlapped and returns that allocation in *overlap. */
+KEEL_HIDDEN keel_status_t keel__registry_add_foreign(void *base, size_t size, keel_memory_kind_t kind,
+                                                     struct keel_device *dev, keel__alloc_t *overlap,
+                                                     int *overlapped);
 /* Puts back an allocation that keel__registry_remove took out, reach
  * included, and forgets what the record of freed blocks says of its base. */
 KEEL_HIDDEN keel_status_t keel__registry_put_back(const keel__alloc_t *a);

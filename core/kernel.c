@@ -295,6 +295,27 @@ keel_status_t keel_kernel_get_attribute(keel_kernel_t *kernel, keel_kernel_attri
     return st;
 }
 
+keel_status_t keel_kernel_get_param(keel_kernel_t *kernel, unsigned index, keel_kernel_param_t *param)
+{
+    KERNEL(kernel, "keel_kernel_get_param");
+    KEEL__CHECK_OUT(param, "keel_kernel_get_param", "param");
+    if (param->struct_size < sizeof(*param))
+        return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "keel_kernel_get_param: struct_size %zu is less than %zu",
+                               param->struct_size, sizeof(*param));
+    const keel__ksig_t *sig = kernel->sig;
+    if (!sig)
+        return keel__set_error(KEEL_ERROR_NOT_FOUND, "keel_kernel_get_param: the parameters of kernel %s are not "
+                               "known (it was not built from portable source)", kernel->name);
+    if (index >= sig->nparams)
+        return keel__set_error(KEEL_ERROR_OUT_OF_RANGE, "keel_kernel_get_param: kernel %s has %u parameters, not %u",
+                               kernel->name, sig->nparams, index + 1);
+    const keel__kparam_t *p = &sig->params[index];
+    snprintf(param->type, sizeof param->type, "%s", p->type);
+    snprintf(param->name, sizeof param->name, "%s", p->name);
+    param->size = p->size;
+    return KEEL_OK;
+}
+
 keel_status_t keel_kernel_set_max_dynamic_shared(keel_kernel_t *kernel, size_t bytes)
 {
     KERNEL(kernel, "keel_kernel_set_max_dynamic_shared");

@@ -121,6 +121,13 @@ static keel_status_t unknown_pointer(const char *fn, const void *ptr)
                            "%s: %p is not a live Keel allocation (never allocated by Keel, or already freed)", fn, ptr);
 }
 
+static keel_status_t foreign_memory(const char *fn, const void *ptr, const keel__alloc_t *a)
+{
+    return keel__set_error(KEEL_ERROR_INVALID_POINTER,
+                           "%s: %p is memory of another library imported through DLPack (%zu bytes on %s); "
+                           "keel_dlpack_release gives it back", fn, ptr, a->size, a->device->name);
+}
+
 /* Prefixes a failure of the backend, met while freeing, with what it means for the block. */
 static keel_status_t not_freed(keel_status_t st, const char *fn, const void *ptr, const struct keel_device *d)
 {
@@ -164,6 +171,8 @@ keel_status_t keel_free(void *ptr)
     if (!keel__registry_find(ptr, &a) || a.base != (uintptr_t)ptr)
         return unknown_pointer("keel_free", ptr);
     struct keel_device *d = a.device, *failed = d;
+    if (a.foreign)
+        return foreign_memory("keel_free", ptr, &a);
     if (atomic_load(&d->default_stream->capturing))
         return keel__set_error(KEEL_ERROR_BUSY, "keel_free: the default stream of %s is capturing a graph; free after "
                                "the capture ends", d->name);
@@ -278,8 +287,10 @@ keel_status_t keel_free_async(void *ptr, keel_stream_t *stream)
     if (keel__registry_remove_kept(ptr, &a, ev, &nev) != KEEL_OK)
         return unknown_pointer("keel_free_async", ptr);
     release_evicted(ev, nev);
-    if (KEEL__UNLIKELY(a.device != stream->device || a.kind != KEEL_MEMORY_DEVICE)) {
+    if (KEEL__UNLIKELY(a.device != stream->device || a.kind != KEEL_MEMORY_DEVICE || a.foreign)) {
         keel__registry_put_back(&a);
+        if (a.foreign)
+            return foreign_memory("keel_free_async", ptr, &a);
         if (a.device != stream->device)
             return keel__set_error(KEEL_ERROR_DEVICE_MISMATCH, "keel_free_async: %p belongs to %s, the stream to %s",
                                    ptr, a.device->name, stream->device->name);

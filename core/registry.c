@@ -305,6 +305,28 @@ static node_t *lookup(uintptr_t key)
     return flushed ? NULL : pending_overlapping(key, key + 1);
 }
 
+keel_status_t keel__registry_add_foreign(void *base, size_t size, keel_memory_kind_t kind, struct keel_device *dev,
+                                         keel__alloc_t *overlap, int *overlapped)
+{
+    uintptr_t key = (uintptr_t)base;
+    pthread_mutex_lock(&lock);
+    int flushed = flush_pending() == 0;
+    keel__alloc_t probe = {.base = key, .size = size};
+    keel__alloc_t **slot = tfind(&probe, &tree, compare_overlap);
+    const keel__alloc_t *hit = slot ? *slot : NULL;
+    node_t *n;
+    if (!hit && !flushed && (n = pending_overlapping(key, key + size)) != NULL)
+        hit = &n->a;
+    if (hit)
+        *overlap = *hit;
+    pthread_mutex_unlock(&lock);
+    *overlapped = hit != NULL;
+    if (hit)
+        return KEEL_OK;
+    keel__alloc_t a = {.base = key, .size = size, .kind = kind, .device = dev, .foreign = 1};
+    return keel__registry_put_back(&a);
+}
+
 /* With evicted, the removed block is remembered as kept in the same step. */
 static keel_status_t remove_entry(void *base, keel__alloc_t *out, keel__alloc_t *evicted, int *nevicted)
 {

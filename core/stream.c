@@ -208,3 +208,27 @@ keel_status_t keel_event_elapsed_time(keel_event_t *start, keel_event_t *end, fl
         *ms = v;
     return st;
 }
+
+keel_status_t keel_stream_get_native(keel_stream_t *stream, uintptr_t *native)
+{
+    STREAM(stream, "keel_stream_get_native");
+    KEEL__CHECK_OUT(native, "keel_stream_get_native", "native");
+    const keel_stream_vtable_t *v = stream->device->plugin->stream;
+    keel_status_t (*get_native)(void *, uintptr_t *) = KEEL__VT(v, get_native);
+    if (!get_native)
+        return keel__set_error(KEEL_ERROR_NOT_SUPPORTED, "keel_stream_get_native: the %s backend has no native streams",
+                               stream->device->backend->name);
+    return get_native(stream->ctx, native);
+}
+
+keel_status_t keel_stream_order_native(keel_stream_t *stream, uintptr_t native)
+{
+    STREAM(stream, "keel_stream_order_native");
+    const keel_stream_vtable_t *v = stream->device->plugin->stream;
+    keel_status_t (*order_native)(void *, uintptr_t) = KEEL__VT(v, order_native);
+    if (!order_native)
+        return keel__set_error(KEEL_ERROR_NOT_SUPPORTED,
+                               "keel_stream_order_native: the %s backend has no native streams to order",
+                               stream->device->backend->name);
+    return order_native(stream->ctx, native);
+}

@@ -135,6 +135,37 @@ static const char vadd_src[] =
     "        c[i] = a[i] + b[i];\n"
     "}\n";
 
+KT_DEVICE_TEST(kernel_parameters_are_listed)
+{
+    keel_module_t *m = build_ok(dev, vadd_src, "vadd.kc", NULL, 0);
+    keel_kernel_t *k = kernel_of(m, "vadd");
+    static const char *const types[] = {"int", "const float *", "const float *", "float *"};
+    static const char *const names[] = {"n", "a", "b", "c"};
+    static const size_t sizes[] = {sizeof(int), sizeof(float *), sizeof(float *), sizeof(float *)};
+    int nargs = 0;
+    KT_OK(keel_kernel_get_attribute(k, KEEL_KERNEL_ATTR_NUM_ARGS, &nargs));
+    ck_assert_int_eq(nargs, 4);
+    for (unsigned i = 0; i < 4; i++) {
+        keel_kernel_param_t p;
+        memset(&p, 0, sizeof p);
+        p.struct_size = sizeof p;
+        KT_OK(keel_kernel_get_param(k, i, &p));
+        ck_assert_str_eq(p.type, types[i]);
+        ck_assert_str_eq(p.name, names[i]);
+        ck_assert_uint_eq(p.size, sizes[i]);
+    }
+    keel_kernel_param_t p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_kernel_get_param(k, 4, &p));
+    KT_DETAIL_HAS("vadd");
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_kernel_get_param(k, 0, NULL));
+    p.struct_size = 4;
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_kernel_get_param(k, 0, &p));
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_kernel_get_param(NULL, 0, &p));
+    KT_OK(keel_module_unload(m));
+}
+
 KT_DEVICE_TEST(vector_add_guards_the_last_block)
 {
     keel_module_t *m = build_ok(dev, vadd_src, "vadd.kc", NULL, 0);
@@ -2082,6 +2113,7 @@ static Suite *suite(void)
     Suite *s = suite_create("kernel-lang");
     TCase *tc = kt_tcase_create("kernels", 300);
     kt_add_device_test(tc, vector_add_guards_the_last_block);
+    kt_add_device_test(tc, kernel_parameters_are_listed);
     kt_add_device_test(tc, grids_and_blocks_in_two_and_three_dimensions);
     kt_add_device_test(tc, tiled_matmul_matches_a_double_reference);
     kt_add_device_test(tc, block_reduction_writes_per_block_partial_sums);

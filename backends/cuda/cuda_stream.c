@@ -125,6 +125,36 @@ static keel_status_t stream_end_capture(void *stream_ctx, void **graph_ctx)
     return KEEL_OK;
 }
 
+static keel_status_t stream_get_native(void *stream_ctx, uintptr_t *native)
+{
+    *native = (uintptr_t)((keel__cuda_stream_t *)stream_ctx)->stream;
+    return KEEL_OK;
+}
+
+/* The other stream waits on an event recorded here, which can be destroyed
+ * at once: the wait holds what it needs. The handle values 1 and 2 are the
+ * runtime's own legacy and per-thread default streams. */
+static keel_status_t stream_order_native(void *stream_ctx, uintptr_t native)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    gpuEvent_t ev;
+    gpuError_t err = keel__cuda_use_device(s->dev);
+    if (err == gpuSuccess)
+        err = KEEL_GPU_TRY(gpuEventCreateWithFlags(&ev, gpuEventDisableTiming));
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, "keel_stream_order_native", NULL);
+    err = KEEL_GPU_TRY(gpuEventRecord(ev, s->stream));
+    keel__cuda_stream_touch(s);
+    if (err == gpuSuccess)
+        err = KEEL_GPU_TRY(gpuStreamWaitEvent((gpuStream_t)native, ev, 0));
+    gpuError_t err2 = gpuEventDestroy(ev);
+    if (err == gpuSuccess)
+        err = err2;
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, "keel_stream_order_native", NULL);
+    return KEEL_OK;
+}
+
 const keel_stream_vtable_t keel__cuda_stream_vtable = {
     .struct_size = sizeof(keel_stream_vtable_t),
     .create = stream_create,
@@ -135,6 +165,8 @@ const keel_stream_vtable_t keel__cuda_stream_vtable = {
     .launch_host_func = stream_launch_host_func,
     .begin_capture = stream_begin_capture,
     .end_capture = stream_end_capture,
+    .get_native = stream_get_native,
+    .order_native = stream_order_native,
 };
 
 /* ---- events ---- */

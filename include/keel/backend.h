@@ -144,6 +144,10 @@ typedef struct keel_stream_vtable {
     /** optional: graph capture. */
     keel_status_t (*begin_capture)(void *stream_ctx);
     keel_status_t (*end_capture)(void *stream_ctx, void **graph_ctx);
+    /** optional: the vendor's stream handle (keel_stream_get_native). */
+    keel_status_t (*get_native)(void *stream_ctx, uintptr_t *native);
+    /** optional: a vendor stream waits for the stream's work so far (keel_stream_order_native). */
+    keel_status_t (*order_native)(void *stream_ctx, uintptr_t native);
 } keel_stream_vtable_t;
 
 typedef struct keel_event_vtable {

@@ -253,6 +253,23 @@ KEEL_API keel_status_t keel_kernel_max_active_blocks(keel_kernel_t *kernel, int 
 /** @brief Name of a kernel (static while the kernel lives). */
 KEEL_API const char *keel_kernel_name(keel_kernel_t *kernel);
 
+/** @brief One parameter of a kernel. Set struct_size = sizeof(keel_kernel_param_t) before the call. */
+typedef struct keel_kernel_param {
+    size_t struct_size;   /**< [in] sizeof(keel_kernel_param_t) */
+    char type[96];        /**< its type as the source writes it ("const float *"); "" when not known */
+    char name[64];        /**< its name; "" when not known */
+    size_t size;          /**< its size in bytes; 0 when not known */
+} keel_kernel_param_t;
+
+/**
+ * @brief Parameter @p index of @p kernel, for kernels whose parameters Keel
+ *        knows (see keel_launch()); how many there are is
+ *        KEEL_KERNEL_ATTR_NUM_ARGS.
+ * @return KEEL_ERROR_NOT_FOUND when Keel does not know the kernel's
+ *         parameters; KEEL_ERROR_OUT_OF_RANGE for an index past them.
+ */
+KEEL_API keel_status_t keel_kernel_get_param(keel_kernel_t *kernel, unsigned index, keel_kernel_param_t *param);
+
 /* ---- CPU kernels -------------------------------------------------------- */
 
 /** @brief What a CPU kernel sees of its launch. */

@@ -84,6 +84,27 @@ typedef void (*keel_host_fn_t)(void *user_data);
  */
 KEEL_API keel_status_t keel_stream_launch_host_func(keel_stream_t *stream, keel_host_fn_t fn, void *user_data);
 
+/**
+ * @brief The backend's own handle of @p stream: a cudaStream_t on CUDA, a
+ *        hipStream_t on HIP, as an integer (what the Python array API's
+ *        __dlpack__(stream=...) takes). Work a vendor library enqueues on it
+ *        is ordered with the stream's Keel work.
+ * @return KEEL_ERROR_NOT_SUPPORTED on a backend without one (the CPU backend).
+ * Ownership: the handle belongs to the Keel stream; do not destroy it.
+ */
+KEEL_API keel_status_t keel_stream_get_native(keel_stream_t *stream, uintptr_t *native);
+
+/**
+ * @brief Make work enqueued later on the backend stream @p native (of the
+ *        same backend, e.g. a CuPy or PyTorch stream) wait for the work
+ *        enqueued on @p stream so far, without waiting on the host (CUDA:
+ *        an event recorded on @p stream and cudaStreamWaitEvent on
+ *        @p native). 1 and 2 name CUDA's legacy and per-thread default
+ *        streams, 0 HIP's null stream, as in the Python array API.
+ * @return KEEL_ERROR_NOT_SUPPORTED on a backend without native streams.
+ */
+KEEL_API keel_status_t keel_stream_order_native(keel_stream_t *stream, uintptr_t native);
+
 /** @brief keel_event_create() flags. */
 enum keel_event_flags {
     KEEL_EVENT_DEFAULT = 0,
