@@ -115,6 +115,28 @@ keel_status_t keel_backend_get_device(keel_backend_t *backend, int index, keel_d
     return KEEL_OK;
 }
 
+keel_status_t keel_device_count(const char *backend_name, int *count)
+{
+    KEEL__CHECK_OUT(count, "keel_device_count", "count");
+    keel_backend_t *b = NULL;
+    keel_status_t st;
+    if (backend_name) {
+        st = keel_backend_find(backend_name, &b);
+    } else {
+        keel_device_t *dev = NULL;
+        st = keel_device_default(&dev);
+        if (st == KEEL_OK)
+            st = keel_device_get_backend(dev, &b);
+    }
+    if (st != KEEL_OK)
+        return keel__prefix_error(st, "keel_device_count");
+    keel_backend_info_t info = {.struct_size = sizeof info};
+    if ((st = keel_backend_get_info(b, &info)) != KEEL_OK)
+        return keel__prefix_error(st, "keel_device_count");
+    *count = info.usable ? info.device_count : 0;
+    return KEEL_OK;
+}
+
 keel_status_t keel_device_get(const char *backend_name, int index, keel_device_t **device)
 {
     keel_backend_t *b;

@@ -373,6 +373,37 @@ START_TEST(cpu_device_count_follows_keel_cpu_devices)
 }
 END_TEST
 
+/* keel_device_count agrees with the backend list: each backend's usable
+ * devices (0 for one that is not usable), NULL for the default device's. */
+START_TEST(device_count_matches_each_backend)
+{
+    int nb = 0;
+    KT_OK(keel_backend_count(&nb));
+    for (int i = 0; i < nb; i++) {
+        keel_backend_t *b = NULL;
+        KT_OK(keel_backend_get(i, &b));
+        keel_backend_info_t info = info_of(b);
+        int n = -1;
+        KT_OK(keel_device_count(info.name, &n));
+        ck_assert_msg(n == (info.usable ? info.device_count : 0), "backend %s: keel_device_count %d, info %d (usable %d)",
+                      info.name, n, info.device_count, info.usable);
+    }
+    keel_device_t *def = NULL;
+    if (keel_device_default(&def) == KEEL_OK) {
+        keel_backend_t *b = NULL;
+        KT_OK(keel_device_get_backend(def, &b));
+        int n = -1;
+        KT_OK(keel_device_count(NULL, &n));
+        ck_assert_int_eq(n, info_of(b).device_count);
+    }
+    int n = 12345;
+    KT_FAIL(KEEL_ERROR_NOT_FOUND, keel_device_count("nosuchbackend", &n));
+    KT_DETAIL_HAS("nosuchbackend");
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_device_count("cpu", NULL));
+    ck_assert_int_eq(n, 12345);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("device");
@@ -384,6 +415,7 @@ static Suite *suite(void)
     tcase_add_test(tc, device_get_matches_backend_get_device);
     tcase_add_test(tc, default_device_follows_the_preference_order);
     tcase_add_test(tc, cpu_device_count_follows_keel_cpu_devices);
+    tcase_add_test(tc, device_count_matches_each_backend);
     suite_add_tcase(s, tc);
     TCase *td = kt_tcase_create("devices", 60);
     kt_add_device_test(td, device_properties_are_sane);

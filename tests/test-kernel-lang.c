@@ -448,6 +448,77 @@ KT_DEVICE_TEST(block_reduction_writes_per_block_partial_sums)
     KT_OK(keel_module_unload(m));
 }
 
+/* A block kernel that declares its block size: the only launch it takes,
+ * and what keel_kernel_suggest_block_size answers for it. */
+static const char fixed_block_src[] =
+    "keel_block_kernel keel_block_size(64, 1, 1) void tile_sum(int n, const float *x, float *partial)\n"
+    "{\n"
+    "    keel_shared float part[64];\n"
+    "    keel_threads {\n"
+    "        int i = keel_global_x();\n"
+    "        part[keel_thread_x()] = i < n ? x[i] : 0.0f;\n"
+    "    }\n"
+    "    for (int s = keel_block_dim_x() / 2; s > 0; s /= 2) {\n"
+    "        keel_barrier();\n"
+    "        keel_threads {\n"
+    "            int t = keel_thread_x();\n"
+    "            if (t < s)\n"
+    "                part[t] += part[t + s];\n"
+    "        }\n"
+    "    }\n"
+    "    keel_barrier();\n"
+    "    keel_threads {\n"
+    "        if (keel_thread_x() == 0)\n"
+    "            partial[keel_block_x()] = part[0];\n"
+    "    }\n"
+    "}\n";
+
+KT_DEVICE_TEST(declared_block_size_is_the_only_launch)
+{
+    keel_module_t *m = build_ok(dev, fixed_block_src, "tile.kc", NULL, 0);
+    keel_kernel_t *k = kernel_of(m, "tile_sum");
+    keel_stream_t *s = stream_new(dev);
+    const int n = 1000, nb = (n + 63) / 64;
+    float *x = malloc(n * sizeof *x), part[16];
+    kt_fill_random_f32(x, n);
+    float *dx = dalloc(dev, n * sizeof *x), *dp = dalloc(dev, (nb + 1) * sizeof *part);
+    upload(dx, x, n * sizeof *x);
+    poison_nan_f32(dp, nb + 1);
+    KT_OK(KEEL_LAUNCH(k, dim3(nb, 1, 1), dim3(64, 1, 1), 0, s, n, (const float *)dx, dp));
+    KT_OK(keel_stream_synchronize(s));
+    download(part, dp, (nb + 1) * sizeof *part);
+    for (int b = 0; b < nb; b++) {
+        double ref = 0.0, mag = 0.0;
+        for (int t = 0; t < 64 && b * 64 + t < n; t++) {
+            ref += x[b * 64 + t];
+            mag += fabs(x[b * 64 + t]);
+        }
+        ck_assert_msg(fabs(part[b] - ref) <= 7 * 0x1p-24 * mag + 1e-30, "%sblock %d: %.9g, expected %.9g",
+                      kt_where(), b, part[b], ref);
+    }
+    ck_assert_msg(isnan(part[nb]), "%sa store past the last partial sum", kt_where());
+    /* Any other block is refused before it reaches the device. */
+    const keel_dim3_t wrong[] = {{32, 1, 1}, {128, 1, 1}, {8, 8, 1}, {64, 1, 2}};
+    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+        KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, KEEL_LAUNCH(k, dim3(nb, 1, 1), wrong[i], 0, s, n, (const float *)dx, dp));
+        KT_DETAIL_HAS("keel_block_size(64, 1, 1)");
+    }
+    /* The suggestion is the declared size, with a grid that fills the device. */
+    int threads = 0, grid = 0;
+    keel_status_t st = keel_kernel_suggest_block_size(k, 0, 0, &threads, &grid);
+    if (st != KEEL_ERROR_NOT_SUPPORTED) {
+        ck_assert_msg(st == KEEL_OK && threads == 64 && grid >= 1, "%ssuggestion: %s, %d threads, grid %d (%s)",
+                      kt_where(), keel_status_name(st), threads, grid, keel_last_error());
+        KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_kernel_suggest_block_size(k, SIZE_MAX, 0, &threads, &grid));
+        KT_DETAIL_HAS("keel_block_size");
+    }
+    KT_OK(keel_free(dx));
+    KT_OK(keel_free(dp));
+    free(x);
+    KT_OK(keel_stream_destroy(s));
+    KT_OK(keel_module_unload(m));
+}
+
 /* ==== atomics ==== */
 
 static const char atomics_src[] =
@@ -2117,6 +2188,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, grids_and_blocks_in_two_and_three_dimensions);
     kt_add_device_test(tc, tiled_matmul_matches_a_double_reference);
     kt_add_device_test(tc, block_reduction_writes_per_block_partial_sums);
+    kt_add_device_test(tc, declared_block_size_is_the_only_launch);
     kt_add_device_test(tc, atomic_histogram_counts_every_key);
     kt_add_device_test(tc, atomic_float_and_double_sums_min_and_max);
     kt_add_device_test(tc, atomic_integer_add_min_max_of_32_and_64_bits);

@@ -664,6 +664,56 @@ KT_DEVICE_TEST(occupancy_of_a_refused_launch_is_zero)
     kt_kernel_put(k);
 }
 
+/* keel_kernel_suggest_block_size picks the block with the most resident
+ * threads among the multiples of the warp size, and its grid fills the
+ * device; a limit and the shared memory are honoured. */
+KT_DEVICE_TEST(suggested_block_size_has_the_best_occupancy)
+{
+    keel_kernel_t *k = NULL;
+    KT_OK(kt_saxpy_kernel(dev, &k));
+    int threads = 0, grid = 0;
+    keel_status_t st = keel_kernel_suggest_block_size(k, 0, 0, &threads, &grid);
+    if (st == KEEL_ERROR_NOT_SUPPORTED) {
+        kt_kernel_put(k);
+        return;
+    }
+    ck_assert_msg(st == KEEL_OK, "%ssuggest: %s (%s)", kt_where(), keel_status_name(st), keel_last_error());
+    keel_device_properties_t p = {.struct_size = sizeof p};
+    KT_OK(keel_device_get_properties(dev, &p));
+    int max_threads = 0, step = p.warp_size > 0 ? p.warp_size : 1;
+    KT_OK(keel_kernel_get_attribute(k, KEEL_KERNEL_ATTR_MAX_THREADS_PER_BLOCK, &max_threads));
+    ck_assert_msg(threads >= step && threads <= max_threads && threads % step == 0, "%s%d threads (warp %d, max %d)",
+                  kt_where(), threads, step, max_threads);
+    int best_blocks = 0;
+    KT_OK(keel_kernel_max_active_blocks(k, threads, 0, &best_blocks));
+    ck_assert_msg(grid == best_blocks * p.compute_units, "%sgrid %d, expected %d blocks x %d units", kt_where(), grid,
+                  best_blocks, p.compute_units);
+    for (int t = step; t <= max_threads; t += step) {
+        int b = 0;
+        KT_OK(keel_kernel_max_active_blocks(k, t, 0, &b));
+        ck_assert_msg((long)b * t <= (long)best_blocks * threads, "%s%d threads keep %ld resident, the suggested %d "
+                      "only %ld", kt_where(), t, (long)b * t, threads, (long)best_blocks * threads);
+    }
+    /* A limit, and the launch the suggestion gives works. */
+    KT_OK(keel_kernel_suggest_block_size(k, 0, 2 * step, &threads, NULL));
+    ck_assert_msg(threads >= step && threads <= 2 * step, "%slimit %d: %d threads", kt_where(), 2 * step, threads);
+    keel_stream_t *s = NULL;
+    KT_OK(keel_device_default_stream(dev, &s));
+    int n = 0;
+    float a = 2.0f, *y = NULL;
+    void *args[] = {&n, &a, &y, &y};
+    KT_OK(keel_launch_kernel(k, dim3(1, 1, 1), dim3((unsigned)threads, 1, 1), 0, s, args));
+    KT_OK(keel_stream_synchronize(s));
+    /* Refusals. */
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_kernel_suggest_block_size(k, SIZE_MAX, 0, &threads, &grid));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_kernel_suggest_block_size(k, 0, -1, &threads, &grid));
+    if (step > 1)
+        KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_kernel_suggest_block_size(k, 0, step - 1, &threads, &grid));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_kernel_suggest_block_size(k, 0, 0, NULL, &grid));
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_kernel_suggest_block_size(NULL, 0, 0, &threads, &grid));
+    kt_kernel_put(k);
+}
+
 /* A block may use up to shared_memory_per_block bytes (device.h): raising a
  * kernel's limit to it works, past it is refused, and a launch follows the limit. */
 KT_DEVICE_TEST(dynamic_shared_limit_follows_the_device_property)
@@ -982,6 +1032,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, unloaded_module_and_its_kernels_are_stale);
     kt_add_device_test(tc, module_unload_waits_for_pending_launches);
     kt_add_device_test(tc, register_cpu_rejects_bad_descriptors);
+    kt_add_device_test(tc, suggested_block_size_has_the_best_occupancy);
     suite_add_tcase(s, tc);
     TCase *ta = kt_tcase_create("all-devices", 60);
     tcase_add_test(ta, every_device_computes_the_same_saxpy);

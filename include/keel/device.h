@@ -62,6 +62,17 @@ KEEL_API keel_status_t keel_backend_count(int *count);
 KEEL_API keel_status_t keel_backend_search_path(const char **path, int *count);
 
 /**
+ * @brief How many devices a backend offers (cudaGetDeviceCount).
+ * @param[in] backend_name "cpu", "cuda", ...; NULL for the backend of the
+ *            default device (KEEL_BACKEND's selection).
+ * @param[out] count the devices of the backend; 0 when it is known but not
+ *             usable (keel_backend_get_info says why).
+ * @return KEEL_ERROR_NOT_FOUND for an unknown name; with NULL, the error of
+ *         the selection when no backend is usable.
+ */
+KEEL_API keel_status_t keel_device_count(const char *backend_name, int *count);
+
+/**
  * @brief The backend at an index in [0, count).
  * @param[out] backend valid until process exit.
  * @return KEEL_ERROR_OUT_OF_RANGE for a bad index.

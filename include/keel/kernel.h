@@ -250,6 +250,26 @@ KEEL_API keel_status_t keel_kernel_set_max_dynamic_shared(keel_kernel_t *kernel,
 KEEL_API keel_status_t keel_kernel_max_active_blocks(keel_kernel_t *kernel, int block_threads,
                                                       size_t shared_bytes, int *blocks);
 
+/**
+ * @brief The block size that keeps the most threads of @p kernel resident,
+ *        and the grid that fills the device with it
+ *        (cudaOccupancyMaxPotentialBlockSize).
+ *
+ * Tries every multiple of the device's warp size up to the kernel's
+ * KEEL_KERNEL_ATTR_MAX_THREADS_PER_BLOCK (and @p block_limit when > 0),
+ * each with @p shared_bytes of dynamic shared memory, and picks the one
+ * with the most resident threads per compute unit (the larger block on a
+ * tie). A portable kernel that declares keel_block_size gets its declared
+ * size, the only one it can be launched with.
+ * @param[out] block_threads threads per block (one dimension).
+ * @param[out] grid_blocks resident blocks per compute unit times the compute
+ *             units: the smallest grid that fills the device (may be NULL).
+ * @return KEEL_ERROR_INVALID_ARGUMENT when no block size fits (too much
+ *         shared memory, or a block_limit below the warp size).
+ */
+KEEL_API keel_status_t keel_kernel_suggest_block_size(keel_kernel_t *kernel, size_t shared_bytes, int block_limit,
+                                                      int *block_threads, int *grid_blocks);
+
 /** @brief Name of a kernel (static while the kernel lives). */
 KEEL_API const char *keel_kernel_name(keel_kernel_t *kernel);
 
