@@ -281,7 +281,7 @@ static keel_status_t hold_region(struct keel_device *d, keel_memory_kind_t *kind
     static const char fn[] = "keel_dlpack_import";
     keel__alloc_t a;
     int overlapped;
-    keel_status_t st = keel__registry_add_foreign((void *)lo, hi - lo, *kind, d, &a, &overlapped);
+    keel_status_t st = keel__registry_add_foreign((void *)lo, hi - lo, *kind, d, KEEL__FOREIGN_DLPACK, &a, &overlapped);
     if (st != KEEL_OK)
         return keel__prefix_error(st, "%s: entering %zu bytes at %p", fn, (size_t)(hi - lo), (void *)lo);
     if (!overlapped) {
@@ -301,7 +301,7 @@ static keel_status_t hold_region(struct keel_device *d, keel_memory_kind_t *kind
                                (void *)a.base, d->name);
     int inside = lo >= a.base && hi <= a.base + a.size;
     *kind = a.kind;
-    if (!a.foreign) {
+    if (a.foreign != KEEL__FOREIGN_DLPACK) { /* Keel's, or registered host memory: used in place */
         if (!inside)
             return keel__set_error(KEEL_ERROR_OUT_OF_RANGE, "%s: %zu bytes at %p overlap the Keel allocation of %zu bytes "
                                    "at %p on %s without lying inside it", fn, (size_t)(hi - lo), (void *)lo, a.size,
@@ -318,7 +318,7 @@ static keel_status_t hold_region(struct keel_device *d, keel_memory_kind_t *kind
         keel__alloc_t old;
         keel__registry_remove((void *)a.base, &old);
         keel__alloc_t other;
-        st = keel__registry_add_foreign((void *)nlo, nhi - nlo, a.kind, d, &other, &overlapped);
+        st = keel__registry_add_foreign((void *)nlo, nhi - nlo, a.kind, d, KEEL__FOREIGN_DLPACK, &other, &overlapped);
         if (st != KEEL_OK || overlapped) {
             keel__registry_put_back(&old);
             if (st != KEEL_OK)

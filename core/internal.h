@@ -194,20 +194,29 @@ typedef struct keel__alloc {
     keel_memory_kind_t kind;
     struct keel_device *device;
     int stream_ordered;           /* from keel_malloc_async: freed through free_async */
-    int foreign;                  /* another library's memory, imported through DLPack (core/dlpack.c) */
+    int foreign;                  /* not Keel's own: KEEL__FOREIGN_DLPACK or KEEL__FOREIGN_REGISTERED */
     /* Devices other than the owner whose streams were handed the block by
      * a copy or memset, one bit each (keel__reach_bit): keel_free waits for
      * them too. Bits are only ever added while the block lives. */
     uint64_t reach;
 } keel__alloc_t;
+/* Where memory the registry holds but Keel did not allocate comes from. */
+enum {
+    KEEL__FOREIGN_DLPACK = 1,     /* another library's, imported through DLPack (core/dlpack.c) */
+    KEEL__FOREIGN_REGISTERED = 2  /* the application's, pinned by keel_host_register (core/host_register.c) */
+};
 KEEL_HIDDEN keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kind,
                                              struct keel_device *dev, int stream_ordered);
-/* Enters another library's memory [base, base + size) as a foreign
- * allocation of dev, unless it overlaps a live allocation: then adds
+/* Enters memory Keel did not allocate, [base, base + size), as a foreign
+ * allocation of dev (origin: KEEL__FOREIGN_*), unless it overlaps a live allocation: then adds
  * nothing, sets *overlapped and returns that allocation in *overlap. */
 KEEL_HIDDEN keel_status_t keel__registry_add_foreign(void *base, size_t size, keel_memory_kind_t kind,
-                                                     struct keel_device *dev, keel__alloc_t *overlap,
+                                                     struct keel_device *dev, int origin, keel__alloc_t *overlap,
                                                      int *overlapped);
+/* Waits for owner (when owner_too) and every device in reach, as keel_free
+ * does before it releases a block; *failed names the device that failed. */
+KEEL_HIDDEN keel_status_t keel__wait_for_devices(struct keel_device *owner, uint64_t reach, int owner_too,
+                                                 struct keel_device **failed);
 /* Puts back an allocation that keel__registry_remove took out, reach
  * included, and forgets what the record of freed blocks says of its base. */
 KEEL_HIDDEN keel_status_t keel__registry_put_back(const keel__alloc_t *a);

@@ -123,6 +123,10 @@ static keel_status_t unknown_pointer(const char *fn, const void *ptr)
 
 static keel_status_t foreign_memory(const char *fn, const void *ptr, const keel__alloc_t *a)
 {
+    if (a->foreign == KEEL__FOREIGN_REGISTERED)
+        return keel__set_error(KEEL_ERROR_INVALID_POINTER,
+                               "%s: %p is host memory registered with keel_host_register (%zu bytes for %s); "
+                               "keel_host_unregister releases it", fn, ptr, a->size, a->device->name);
     return keel__set_error(KEEL_ERROR_INVALID_POINTER,
                            "%s: %p is memory of another library imported through DLPack (%zu bytes on %s); "
                            "keel_dlpack_release gives it back", fn, ptr, a->size, a->device->name);
@@ -137,8 +141,8 @@ static keel_status_t not_freed(keel_status_t st, const char *fn, const void *ptr
 
 /* Waits for the owner of a and for every device in reach; on a failure
  * sets *failed to the device that reported it. */
-static keel_status_t wait_for_devices(struct keel_device *owner, uint64_t reach, int owner_too,
-                                      struct keel_device **failed)
+keel_status_t keel__wait_for_devices(struct keel_device *owner, uint64_t reach, int owner_too,
+                                     struct keel_device **failed)
 {
     keel_status_t st;
     if (owner_too && (st = owner->plugin->device->synchronize(owner->ctx)) != KEEL_OK) {
@@ -180,14 +184,14 @@ keel_status_t keel_free(void *ptr)
      * device or on any other device whose streams were handed the block.
      * The entry stays in the registry until the block is really gone, so a
      * failure here leaves a block the caller can free again. */
-    keel_status_t st = wait_for_devices(d, a.reach, 1, &failed);
+    keel_status_t st = keel__wait_for_devices(d, a.reach, 1, &failed);
     if (st != KEEL_OK)
         return not_freed(st, "keel_free", ptr, failed);
     uint64_t waited = a.reach;
     if (keel__registry_remove(ptr, &a) != KEEL_OK) /* lost a race with another free */
         return unknown_pointer("keel_free", ptr);
     if (KEEL__UNLIKELY(a.reach & ~waited) && /* a copy on another device came in meanwhile */
-        (st = wait_for_devices(d, a.reach & ~waited, 0, &failed)) != KEEL_OK) {
+        (st = keel__wait_for_devices(d, a.reach & ~waited, 0, &failed)) != KEEL_OK) {
         keel__registry_put_back(&a);
         return not_freed(st, "keel_free", ptr, failed);
     }

@@ -306,7 +306,7 @@ static node_t *lookup(uintptr_t key)
 }
 
 keel_status_t keel__registry_add_foreign(void *base, size_t size, keel_memory_kind_t kind, struct keel_device *dev,
-                                         keel__alloc_t *overlap, int *overlapped)
+                                         int origin, keel__alloc_t *overlap, int *overlapped)
 {
     uintptr_t key = (uintptr_t)base;
     pthread_mutex_lock(&lock);
@@ -323,7 +323,7 @@ keel_status_t keel__registry_add_foreign(void *base, size_t size, keel_memory_ki
     *overlapped = hit != NULL;
     if (hit)
         return KEEL_OK;
-    keel__alloc_t a = {.base = key, .size = size, .kind = kind, .device = dev, .foreign = 1};
+    keel__alloc_t a = {.base = key, .size = size, .kind = kind, .device = dev, .foreign = origin};
     return keel__registry_put_back(&a);
 }
 

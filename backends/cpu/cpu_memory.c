@@ -281,6 +281,23 @@ static keel_status_t cpu_mem_memset_2d_async(void *stream_ctx, void *dst, size_t
     return keel__cpu_enqueue(stream_ctx, cpu_rows_run, &r, sizeof r);
 }
 
+/* The CPU's device memory is host memory: registering the application's
+ * memory only makes Keel know it (core/host_register.c), nothing to lock. */
+static keel_status_t cpu_mem_host_register(void *device_ctx, void *ptr, size_t bytes)
+{
+    (void)device_ctx;
+    (void)ptr;
+    (void)bytes;
+    return KEEL_OK;
+}
+
+static keel_status_t cpu_mem_host_unregister(void *device_ctx, void *ptr)
+{
+    (void)device_ctx;
+    (void)ptr;
+    return KEEL_OK;
+}
+
 const keel_memory_vtable_t keel__cpu_memory_vtable = {
     .struct_size = sizeof(keel_memory_vtable_t),
     .alloc = cpu_mem_alloc,
@@ -293,4 +310,6 @@ const keel_memory_vtable_t keel__cpu_memory_vtable = {
     .memcpy_peer_async = cpu_mem_memcpy_peer_async,
     .memcpy_2d_async = cpu_mem_memcpy_2d_async,
     .memset_2d_async = cpu_mem_memset_2d_async,
+    .host_register = cpu_mem_host_register,
+    .host_unregister = cpu_mem_host_unregister,
 };

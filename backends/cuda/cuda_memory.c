@@ -194,6 +194,43 @@ static keel_status_t mem_memset_2d_async(void *stream_ctx, void *dst, size_t pit
     return KEEL_OK;
 }
 
+static keel_status_t mem_host_register(void *device_ctx, void *ptr, size_t bytes)
+{
+    keel__cuda_device_t *dev = device_ctx;
+    gpuError_t err = keel__cuda_use_device(dev);
+    if (err == gpuSuccess) /* portable: fast copies with every device, as keel_malloc_host's memory */
+        err = KEEL_GPU_TRY(gpuHostRegister(ptr, bytes, gpuHostRegisterPortable));
+    return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, NULL, KEEL_GPU_CALL(gpuHostRegister));
+}
+
+static keel_status_t mem_host_unregister(void *device_ctx, void *ptr)
+{
+    keel__cuda_device_t *dev = device_ctx;
+    gpuError_t err = keel__cuda_use_device(dev);
+    if (err == gpuSuccess)
+        err = gpuHostUnregister(ptr);
+    return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, NULL, KEEL_GPU_CALL(gpuHostUnregister));
+}
+
+static keel_status_t mem_prefetch_async(void *stream_ctx, const void *ptr, size_t bytes, void *to_device_ctx)
+{
+    keel__cuda_stream_t *s = stream_ctx;
+    const keel__cuda_device_t *to = to_device_ctx;
+    gpuError_t err = KEEL_GPU_TRY(keel__gpu_prefetch(ptr, bytes, to ? to->ordinal : -1, s->stream));
+    keel__cuda_stream_touch(s);
+    return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, "keel_memory_prefetch_async", gpuPrefetchName);
+}
+
+static keel_status_t mem_advise(void *device_ctx, const void *ptr, size_t bytes, int advice, void *target_device_ctx)
+{
+    keel__cuda_device_t *dev = device_ctx;
+    const keel__cuda_device_t *target = target_device_ctx;
+    gpuError_t err = keel__cuda_use_device(dev);
+    if (err == gpuSuccess)
+        err = KEEL_GPU_TRY(keel__gpu_advise(ptr, bytes, advice, target ? target->ordinal : -1));
+    return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, "keel_memory_advise", gpuAdviseName);
+}
+
 const keel_memory_vtable_t keel__cuda_memory_vtable = {
     .struct_size = sizeof(keel_memory_vtable_t),
     .alloc = mem_alloc,
@@ -206,4 +243,8 @@ const keel_memory_vtable_t keel__cuda_memory_vtable = {
     .memcpy_peer_async = mem_memcpy_peer_async,
     .memcpy_2d_async = mem_memcpy_2d_async,
     .memset_2d_async = mem_memset_2d_async,
+    .host_register = mem_host_register,
+    .host_unregister = mem_host_unregister,
+    .prefetch_async = mem_prefetch_async,
+    .advise = mem_advise,
 };

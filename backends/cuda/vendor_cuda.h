@@ -79,6 +79,33 @@ typedef CUkernel gpuKernel_t;
 #define gpuMemcpyPeerAsync cudaMemcpyPeerAsync
 #define gpuMemcpy2DAsync cudaMemcpy2DAsync
 #define gpuMemset2DAsync cudaMemset2DAsync
+#define gpuHostRegister cudaHostRegister
+#define gpuHostRegisterPortable cudaHostRegisterPortable
+#define gpuHostUnregister cudaHostUnregister
+/* Managed-memory hints toward a device ordinal, or the host for -1. CUDA 13
+ * names the place with a cudaMemLocation; earlier releases with an ordinal. */
+static inline cudaError_t keel__gpu_prefetch(const void *p, size_t n, int ordinal, cudaStream_t s)
+{
+#if CUDART_VERSION >= 13000
+    struct cudaMemLocation loc = {ordinal < 0 ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice,
+                                  ordinal < 0 ? 0 : ordinal};
+    return cudaMemPrefetchAsync(p, n, loc, 0, s);
+#else
+    return cudaMemPrefetchAsync(p, n, ordinal < 0 ? cudaCpuDeviceId : ordinal, s);
+#endif
+}
+static inline cudaError_t keel__gpu_advise(const void *p, size_t n, int advice, int ordinal)
+{
+#if CUDART_VERSION >= 13000
+    struct cudaMemLocation loc = {ordinal < 0 ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice,
+                                  ordinal < 0 ? 0 : ordinal};
+    return cudaMemAdvise(p, n, (enum cudaMemoryAdvise)advice, loc);
+#else
+    return cudaMemAdvise(p, n, (enum cudaMemoryAdvise)advice, ordinal < 0 ? cudaCpuDeviceId : ordinal);
+#endif
+}
+#define gpuPrefetchName "cudaMemPrefetchAsync"
+#define gpuAdviseName "cudaMemAdvise"
 
 #define gpuStreamCreateWithPriority cudaStreamCreateWithPriority
 #define gpuStreamNonBlocking cudaStreamNonBlocking

@@ -81,6 +81,20 @@ typedef hipFunction_t gpuKernel_t;
 #define gpuMemcpyPeerAsync hipMemcpyPeerAsync
 #define gpuMemcpy2DAsync hipMemcpy2DAsync
 #define gpuMemset2DAsync hipMemset2DAsync
+#define gpuHostRegister hipHostRegister
+#define gpuHostRegisterPortable hipHostRegisterPortable
+#define gpuHostUnregister hipHostUnregister
+/* Managed-memory hints toward a device ordinal, or the host for -1. */
+static inline hipError_t keel__gpu_prefetch(const void *p, size_t n, int ordinal, hipStream_t s)
+{
+    return hipMemPrefetchAsync(p, n, ordinal < 0 ? hipCpuDeviceId : ordinal, s);
+}
+static inline hipError_t keel__gpu_advise(const void *p, size_t n, int advice, int ordinal)
+{
+    return hipMemAdvise(p, n, (hipMemoryAdvise)advice, ordinal < 0 ? hipCpuDeviceId : ordinal);
+}
+#define gpuPrefetchName "hipMemPrefetchAsync"
+#define gpuAdviseName "hipMemAdvise"
 
 #define gpuStreamCreateWithPriority hipStreamCreateWithPriority
 #define gpuStreamNonBlocking hipStreamNonBlocking

@@ -128,6 +128,17 @@ typedef struct keel_memory_vtable {
     /** optional: NULL makes the core set row by row. */
     keel_status_t (*memset_2d_async)(void *stream_ctx, void *dst, size_t pitch, int value, size_t width,
                                      size_t height);
+    /** optional: page-lock the application's host memory for fast copies with every device
+     *  (the range does not overlap any Keel allocation). NULL: keel_host_register is NOT_SUPPORTED. */
+    keel_status_t (*host_register)(void *device_ctx, void *ptr, size_t bytes);
+    /** Undo host_register, after the core waited for every device the memory was handed to. */
+    keel_status_t (*host_unregister)(void *device_ctx, void *ptr);
+    /** optional: migrate managed memory toward @p to_device_ctx (NULL: the host), ordered on the
+     *  stream. NULL: a hint the backend does not take (the core checks and does nothing). */
+    keel_status_t (*prefetch_async)(void *stream_ctx, const void *ptr, size_t bytes, void *to_device_ctx);
+    /** optional: a keel_memory_advice_t on managed memory of device_ctx; @p target_device_ctx is
+     *  the device it names (NULL: the host). NULL: a hint the backend does not take. */
+    keel_status_t (*advise)(void *device_ctx, const void *ptr, size_t bytes, int advice, void *target_device_ctx);
 } keel_memory_vtable_t;
 
 typedef struct keel_stream_vtable {

@@ -218,6 +218,58 @@ KEEL_API keel_status_t keel_memcpy_3d(const keel_copy_3d_t *copy);
 /** @brief Stream-ordered keel_memcpy_3d. */
 KEEL_API keel_status_t keel_memcpy_3d_async(const keel_copy_3d_t *copy, keel_stream_t *stream);
 
+/**
+ * @brief Page-lock @p bytes of the application's host memory at @p ptr
+ *        (cudaHostRegister, portable to every device of the backend).
+ *
+ * Keel's copies then treat the range as pinned memory of @p device: async
+ * copies from and to it overlap with other work, and kernels of the
+ * backend's devices may address it where the backend maps host memory. The
+ * memory stays the application's: keel_free refuses it, and
+ * keel_host_unregister gives it back before the application frees it.
+ * @return KEEL_ERROR_INVALID_POINTER when the range overlaps a Keel
+ *         allocation or a registered range; KEEL_ERROR_NOT_SUPPORTED where
+ *         the backend cannot page-lock memory; the vendor's error otherwise.
+ */
+KEEL_API keel_status_t keel_host_register(keel_device_t *device, void *ptr, size_t bytes);
+
+/**
+ * @brief Undo keel_host_register. Waits, as keel_free does, until no queued
+ *        work on any device can still use the range.
+ * @param ptr the pointer given to keel_host_register.
+ * @return KEEL_ERROR_INVALID_POINTER for any other pointer.
+ */
+KEEL_API keel_status_t keel_host_unregister(void *ptr);
+
+/** @brief What keel_memory_advise tells the backend of managed memory (cudaMemAdvise's values). */
+typedef enum keel_memory_advice {
+    KEEL_ADVISE_READ_MOSTLY = 1,               /**< mostly read: devices may keep read-only copies */
+    KEEL_ADVISE_UNSET_READ_MOSTLY = 2,
+    KEEL_ADVISE_PREFERRED_LOCATION = 3,        /**< keep the pages on the given device (NULL: the host) */
+    KEEL_ADVISE_UNSET_PREFERRED_LOCATION = 4,
+    KEEL_ADVISE_ACCESSED_BY = 5,               /**< map the pages for the given device (NULL: the host) */
+    KEEL_ADVISE_UNSET_ACCESSED_BY = 6
+} keel_memory_advice_t;
+
+/**
+ * @brief Migrate managed memory toward @p to (NULL: the host), in order on
+ *        @p stream (cudaMemPrefetchAsync). A hint: the data is correct
+ *        wherever it is; a backend without migration (the CPU) checks the
+ *        arguments and does nothing.
+ * @p ptr .. ptr + bytes must lie in one managed allocation
+ * (KEEL_ERROR_INVALID_POINTER otherwise); @p to and @p stream must be of its backend.
+ */
+KEEL_API keel_status_t keel_memory_prefetch_async(const void *ptr, size_t bytes, keel_device_t *to,
+                                                  keel_stream_t *stream);
+
+/**
+ * @brief Advise the backend how managed memory is used (cudaMemAdvise).
+ *        A hint, checked as keel_memory_prefetch_async is; @p device is the
+ *        device the advice names (NULL: the host; ignored by the read-mostly advice).
+ */
+KEEL_API keel_status_t keel_memory_advise(const void *ptr, size_t bytes, keel_memory_advice_t advice,
+                                          keel_device_t *device);
+
 /** @brief Where a pointer lives. Set struct_size = sizeof(keel_pointer_info_t) before the call. */
 typedef struct keel_pointer_info {
     size_t struct_size;         /**< [in] sizeof(keel_pointer_info_t) */
