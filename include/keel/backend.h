@@ -209,7 +209,7 @@ typedef struct keel_graph_vtable {
 typedef struct keel_backend_plugin {
     uint32_t abi_version;   /**< KEEL_BACKEND_ABI_VERSION the plugin was built with */
     uint32_t struct_size;   /**< sizeof(keel_backend_plugin_t) the plugin was built with */
-    const char *name;       /**< "cuda"; must match the plugin file name keel-<name>.so */
+    const char *name;       /**< "cuda"; must match the plugin file name `keel-<name>.so` */
     /**
      * Load the vendor library, count devices. On failure call host->set_error
      * with the reason ("libcuda.so.1 not found", "no CUDA device") and return
