@@ -125,7 +125,10 @@ static int add_default_dirs(char **found, int n)
         char *slash = strrchr(self, '/');
         if (slash)
             *slash = '\0';
-        if (strcmp(self, KEEL_BUILD_LIBDIR) == 0) /* libtool puts the plugins beside libkeel */
+        /* The same directory, however reached (a link to the build tree included). */
+        struct stat here, build;
+        if (stat(self, &here) == 0 && stat(KEEL_BUILD_LIBDIR, &build) == 0 && here.st_dev == build.st_dev &&
+            here.st_ino == build.st_ino) /* libtool puts the plugins beside libkeel */
             n = add_dir(found, n, self);
         char near[PATH_MAX + sizeof KEEL_PLUGIN_RELDIR + 1];
         if (KEEL_PLUGIN_RELDIR[0] != '/' && (n == 0 || found[n - 1])) {
