@@ -8,7 +8,7 @@
 #                                       the GPU machine lacks into build-gpu/.gpu-lib/.
 #   scripts/gpu-run.sh run [WHAT...]    on the GPU machine, from the checkout root,
 #                                       with build-gpu/ carried there. WHAT is any of
-#                                       info tests examples bench torch sanitize (default: all).
+#                                       info tests examples bench torch python sanitize (default: all).
 #                                       No make: the real binaries are run from
 #                                       .libs/ with LD_LIBRARY_PATH. Logs go to
 #                                       $OUT (or ./gpu-out), at most 8 files.
@@ -119,7 +119,8 @@ run_info() {
 }
 
 # The suites: the conformance suites on CUDA, the CUDA-specific ones, the ops suite.
-SUITES=${SUITES:-"tests/test-status tests/test-device tests/test-env tests/test-memory tests/test-stream tests/test-kernel
+SUITES=${SUITES:-"tests/test-status tests/test-device tests/test-env tests/test-memory tests/test-copy-2d
+tests/test-host-memory tests/test-dlpack tests/test-stream tests/test-kernel
 tests/test-kernel-lang tests/test-module-file tests/test-graph tests/test-loader tests/test-stress
 backends/cuda/test-cuda backends/cuda/test-cuda-sticky kernels/tests/test-ops"}
 
@@ -226,6 +227,28 @@ run_torch() {
     cat "$out"
 }
 
+# The Python package, built there against build-gpu (the machine's python3
+# holds torch, CuPy and cuda.core), its tests on CUDA and its launch benchmark.
+run_python() {
+    out=$OUTDIR/python.txt
+    py=$(command -v python3)
+    site=/tmp/keel-python
+    rm -rf "$site" "$ROOT/python/build"
+    {
+        echo "\$ KEEL_BUILD_DIR=build-gpu python3 -m pip install --no-build-isolation --no-deps --target $site ./python"
+        KEEL_BUILD_DIR=$BUILD "$py" -m pip install -q --no-build-isolation --no-deps --no-index --target "$site" \
+            "$ROOT/python" 2>&1 | tail -n 20
+        echo "\$ KEEL_BACKEND=cuda python3 -m pytest python/tests"
+        KEEL_BACKEND=cuda PYTHONPATH=$site PYTHONUNBUFFERED=1 timeout "${PYTHON_BUDGET:-240}" "$py" -m pytest -q \
+            -p no:cacheprovider "$ROOT/python/tests" 2>&1 | tail -n 40
+        echo "pytest rc=$?"
+        echo "\$ KEEL_BACKEND=cuda python3 python/bench/bench_launch.py"
+        KEEL_BACKEND=cuda PYTHONPATH=$site PYTHONUNBUFFERED=1 timeout 120 "$py" "$ROOT/python/bench/bench_launch.py" 2>&1
+        echo "bench rc=$?"
+    } >"$out" 2>&1
+    note "python: $(grep -E 'passed|failed' "$out" | tail -n 1); $(grep -E '^bench rc' "$out")"
+}
+
 run_sanitize() {
     cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
     [ -n "$cs" ] || { note "sanitize: compute-sanitizer not found"; return; }
@@ -262,7 +285,7 @@ run)
     shift
     setup_env
     : >"$SUMMARY"
-    [ $# -gt 0 ] || set -- info tests examples bench torch sanitize
+    [ $# -gt 0 ] || set -- info tests examples bench torch python sanitize
     for what in "$@"; do
         case $what in
         info) run_info ;;
@@ -271,6 +294,7 @@ run)
         torch) run_torch ;;
         sanitize) run_sanitize ;;
         examples) run_examples ;;
+        python) run_python ;;
         *) echo "unknown: $what" >&2 ;;
         esac
     done
@@ -278,7 +302,7 @@ run)
     cat "$SUMMARY"
     ;;
 *)
-    echo "usage: $0 prepare | run [info] [tests] [examples] [bench] [torch] [sanitize]" >&2
+    echo "usage: $0 prepare | run [info] [tests] [examples] [bench] [torch] [python] [sanitize]" >&2
     exit 2
     ;;
 esac
