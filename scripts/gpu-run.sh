@@ -240,8 +240,9 @@ run_python() {
             "$ROOT/python" 2>&1 | tail -n 20
         echo "\$ KEEL_BACKEND=cuda python3 -m pytest python/tests"
         KEEL_BACKEND=cuda PYTHONPATH=$site PYTHONUNBUFFERED=1 timeout "${PYTHON_BUDGET:-240}" "$py" -m pytest -q \
-            -p no:cacheprovider "$ROOT/python/tests" 2>&1 | tail -n 40
+            -p no:cacheprovider "$ROOT/python/tests" >"$OUTDIR/pytest.log" 2>&1
         echo "pytest rc=$?"
+        tail -n 40 "$OUTDIR/pytest.log"
         echo "\$ KEEL_BACKEND=cuda python3 python/bench/bench_launch.py"
         KEEL_BACKEND=cuda PYTHONPATH=$site PYTHONUNBUFFERED=1 timeout 120 "$py" "$ROOT/python/bench/bench_launch.py" 2>&1
         echo "bench rc=$?"
