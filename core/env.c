@@ -16,6 +16,8 @@ static const struct {
     {"KEEL_CPU_DEVICES", "number of CPU devices to emulate, 1..64 (default 1)"},
     {"KEEL_CPU_MEMORY_LIMIT", "memory cap of each CPU device in bytes, suffix K, M or G allowed (default none)"},
     {"KEEL_CPU_THREADS", "worker threads of each CPU device, 1..1024 (default: online cores)"},
+    {"KEEL_CPU_CHECK", "1: the CPU backend's checking mode (stream work waits for the host, fresh and freed memory "
+                       "poisoned, unordered uses of a range refused); 0 (default): off"},
     {"KEEL_CACHE_DIR", "directory of the run-time compilation cache, every backend's (default $XDG_CACHE_HOME/keel or "
                        "~/.cache/keel; empty: no cache)"},
     {"KEEL_CPU_CC", "CPU backend: the C compiler that builds kernels at run time (default: the one that built Keel)"},

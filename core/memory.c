@@ -2,6 +2,7 @@
  * registry, and pointer queries. Copies and memsets are in core/copy.c. */
 #include <stdio.h>
 #include <string.h>
+#include "backends/cpu/cpu_check.h"
 #include "core/copy.h"
 
 const char *keel__memory_kind_name(keel_memory_kind_t k)
@@ -197,6 +198,8 @@ keel_status_t keel_free(void *ptr)
     }
     keel__alloc_t ev[KEEL__RETIRE_EVICTS];
     int nev = 0;
+    if (KEEL__UNLIKELY(keel__cpu_check))
+        keel__cpu_check_freed(d, ptr, a.size);
     if (a.size <= KEEL__HOLD_MAX_BYTES && !a.stream_ordered) {
         /* Kept allocated while the record remembers it (internal.h). A
          * stream-ordered block is not: its release is ordered on a stream,
@@ -302,6 +305,8 @@ keel_status_t keel_free_async(void *ptr, keel_stream_t *stream)
                                "keel_free_async: %p is %s memory; only device memory is freed stream-ordered (use keel_free)",
                                ptr, keel__memory_kind_name(a.kind));
     }
+    if (KEEL__UNLIKELY(keel__cpu_check))
+        keel__cpu_check_freed_async(stream, ptr, a.size);
     keel_status_t st = keel__reuse_put(stream, ptr, a.size, a.stream_ordered);
     if (st != KEEL_OK) {
         keel__registry_put_back(&a);

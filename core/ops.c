@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
+#include "backends/cpu/cpu_check.h"
 #include "core/internal.h"
 #include "keel/backend_ops.h"
 
@@ -70,6 +71,8 @@ HOT_INLINE keel_status_t get_ops(keel_stream_t *stream, const char *fn, const ke
     *ops = t;
     if (KEEL__UNLIKELY(t == NULL || t->abi_version != KEEL_OPS_ABI_VERSION))
         return get_ops_error(stream, fn);
+    if (KEEL__UNLIKELY(keel__cpu_check))   /* the operands noted below are this call's */
+        keel__cpu_check_note_reset();
     return KEEL_OK;
 }
 
@@ -178,10 +181,16 @@ HOT_INLINE keel_status_t check_ptr(keel_stream_t *stream, const char *fn, const 
                              a->device == stream->device,
                          1)) {
         size_t off = (uintptr_t)ptr - a->base;
-        if (__builtin_expect(bytes <= a->size - off && (off & (esize - 1)) == 0, 1))
+        if (__builtin_expect(bytes <= a->size - off && (off & (esize - 1)) == 0, 1)) {
+            if (KEEL__UNLIKELY(keel__cpu_check))
+                keel__cpu_check_note(fn, what, ptr, bytes);
             return KEEL_OK;
+        }
     }
-    return check_ptr_slow(stream, fn, what, ptr, elems, esize);
+    keel_status_t st = check_ptr_slow(stream, fn, what, ptr, elems, esize);
+    if (KEEL__UNLIKELY(keel__cpu_check) && st == KEEL_OK)
+        keel__cpu_check_note(fn, what, ptr, elems * esize);
+    return st;
 }
 
 static COLD keel_status_t ld_error(const char *fn, const char *what, size_t ld, size_t cols)

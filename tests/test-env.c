@@ -1,5 +1,5 @@
 /* test-env: KEEL_BACKEND, KEEL_DEVICE, KEEL_BACKEND_PATH, KEEL_LOG,
- * KEEL_CPU_DEVICES, KEEL_CPU_MEMORY_LIMIT, KEEL_CPU_THREADS and KEEL_FAULT. Keel reads its
+ * KEEL_CPU_DEVICES, KEEL_CPU_MEMORY_LIMIT, KEEL_CPU_THREADS, KEEL_CPU_CHECK and KEEL_FAULT. Keel reads its
  * environment once per process, so every setting runs in a fresh child
  * (tests/keel-env-probe, see its comment for the commands and output).
  * This process never calls Keel. */
@@ -392,7 +392,8 @@ START_TEST(malformed_cpu_variables_are_invalid_environment)
                             "KEEL_CPU_DEVICES=-1", "KEEL_CPU_MEMORY_LIMIT=0", "KEEL_CPU_MEMORY_LIMIT=-5",
                             "KEEL_CPU_MEMORY_LIMIT=12X", "KEEL_CPU_MEMORY_LIMIT=abc", "KEEL_CPU_MEMORY_LIMIT=1MB",
                             "KEEL_CPU_MEMORY_LIMIT=99999999999999999999", "KEEL_CPU_MEMORY_LIMIT=99999999999G",
-                            "KEEL_CPU_THREADS=0", "KEEL_CPU_THREADS=abc", "KEEL_CPU_THREADS=1025"};
+                            "KEEL_CPU_THREADS=0", "KEEL_CPU_THREADS=abc", "KEEL_CPU_THREADS=1025",
+                            "KEEL_CPU_CHECK=2", "KEEL_CPU_CHECK=yes", "KEEL_CPU_CHECK=-1"};
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
         char name[64];
         var_name(values[i], name, sizeof name);
@@ -537,7 +538,7 @@ START_TEST(explicit_device_selection_checks_the_environment_too)
     const char *values[] = {"KEEL_DEVICE=abc",          "KEEL_BACKEND=cuda, cpu",
                             "KEEL_BACKEND=cpu,,",       "KEEL_BACKEND_PATH=/nonexistent/keel-plugins",
                             "KEEL_LOG=loud",            "KEEL_CPU_THREADS=0",
-                            "KEEL_CPU_MEMORY_LIMIT=1MB"};
+                            "KEEL_CPU_MEMORY_LIMIT=1MB", "KEEL_CPU_CHECK=on"};
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
         char name[64];
         var_name(values[i], name, sizeof name);

@@ -171,7 +171,7 @@ static size_t cpu_available_ram(void)
 static keel_status_t cpu_probe(const keel_host_api_t *host, void **backend_ctx, int *device_count,
                                const char **description)
 {
-    long ndev = 0, threads = 0;   /* set_error is opaque to analyzers: keep the paths defined */
+    long ndev = 0, threads = 0, check = 0;   /* set_error is opaque to analyzers: keep the paths defined */
     size_t cap;
     keel_status_t st;
     if (host)
@@ -183,7 +183,8 @@ static keel_status_t cpu_probe(const keel_host_api_t *host, void **backend_ctx, 
     if ((st = cpu_env_int("KEEL_CPU_DEVICES", 1, KEEL_CPU_MAX_DEVICES, 1, &ndev)) != KEEL_OK ||
         (st = cpu_env_memory_limit(&cap)) != KEEL_OK ||
         (st = cpu_env_int("KEEL_CPU_THREADS", 1, KEEL_CPU_MAX_THREADS,
-                          b->cores < KEEL_CPU_MAX_THREADS ? b->cores : KEEL_CPU_MAX_THREADS, &threads)) != KEEL_OK) {
+                          b->cores < KEEL_CPU_MAX_THREADS ? b->cores : KEEL_CPU_MAX_THREADS, &threads)) != KEEL_OK ||
+        (st = cpu_env_int("KEEL_CPU_CHECK", 0, 1, 0, &check)) != KEEL_OK) {
         free(b);
         return st;
     }
@@ -191,6 +192,7 @@ static keel_status_t cpu_probe(const keel_host_api_t *host, void **backend_ctx, 
     b->mem_cap = cap;
     b->threads = (int)threads;
     b->ram = cpu_sys_bytes(_SC_PHYS_PAGES);
+    keel__cpu_check = (int)check;
     int len = snprintf(b->description, sizeof b->description, "CPU backend, %d core%s, %d device%s", b->cores,
                        b->cores == 1 ? "" : "s", b->ndevices, b->ndevices == 1 ? "" : "s");
     if (cap && len > 0 && (size_t)len < sizeof b->description)
@@ -203,6 +205,9 @@ static keel_status_t cpu_probe(const keel_host_api_t *host, void **backend_ctx, 
             keel__cpu_host->log(KEEL_LOG_INFO, "cpu: %d device(s), %d thread(s) each, no memory cap", b->ndevices,
                                 b->threads);
     }
+    if (check && keel__cpu_host->log_enabled && keel__cpu_host->log && keel__cpu_host->log_enabled(KEEL_LOG_INFO))
+        keel__cpu_host->log(KEEL_LOG_INFO, "cpu: checking mode (KEEL_CPU_CHECK=1): stream work waits for the host, "
+                            "memory is poisoned, unordered uses of a range are refused");
     *backend_ctx = b;
     *device_count = b->ndevices;
     *description = b->description;
@@ -329,6 +334,8 @@ static keel_status_t cpu_device_synchronize(void *device_ctx)
     if (keel__cpu_tls_stream && keel__cpu_tls_stream->dev == d)
         return CPU_ERR(KEEL_ERROR_BUSY, "keel_device_synchronize: cpu:%d: called from a host function of one of the "
                        "device's streams (it would wait for itself)", d->index);
+    if (KEEL__UNLIKELY(keel__cpu_check))
+        return keel__cpu_check_device_sync(d);
     pthread_mutex_lock(&d->lock);
     int bound = d->next_stream_id;
     for (;;) {

@@ -17,6 +17,8 @@ void keel__cpu_event_ref(cpu_event_t *e)
 void keel__cpu_event_unref(cpu_event_t *e)
 {
     if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1) {
+        if (keel__cpu_check)
+            keel__cpu_check_event_fini(e);
         pthread_cond_destroy(&e->cv);
         pthread_mutex_destroy(&e->lock);
         free(e->late);
@@ -191,9 +193,17 @@ static keel_status_t cpu_event_record(void *event_ctx, void *stream_ctx)
     return KEEL_OK;
 }
 
+/* The checking mode holds the recording stream back until now. */
+static void cpu_event_release(cpu_event_t *e)
+{
+    if (KEEL__UNLIKELY(keel__cpu_check))
+        keel__cpu_check_release_event(e, keel__cpu_event_current_gen(e));
+}
+
 static keel_status_t cpu_event_synchronize(void *event_ctx)
 {
     cpu_event_t *e = event_ctx;
+    cpu_event_release(e);
     pthread_mutex_lock(&e->lock);
     uint64_t gen = e->recorded;
     while (!cpu_event_done_locked(e, gen))
@@ -205,6 +215,7 @@ static keel_status_t cpu_event_synchronize(void *event_ctx)
 static keel_status_t cpu_event_query(void *event_ctx)
 {
     cpu_event_t *e = event_ctx;
+    cpu_event_release(e);
     pthread_mutex_lock(&e->lock);
     int done = cpu_event_done_locked(e, e->recorded);
     pthread_mutex_unlock(&e->lock);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "backends/cpu/cpu_check.h"
 #include "core/internal.h"
 
 #define KEEL_CPU_MAX_DEVICES 64
@@ -192,6 +193,7 @@ typedef struct cpu_stream {
     /* Device synchronizers waiting on this stream without the device lock
      * (device lock): destroy waits for them to leave before freeing. */
     int sync_refs;
+    cpu_check_stream_t ck;    /* the checking mode's state (its lock) */
 } cpu_stream_t;
 
 typedef struct cpu_event {
@@ -211,6 +213,7 @@ typedef struct cpu_event {
     size_t reserved;          /* generations promised to graph launches not yet taken */
     uint64_t max_done;        /* highest generation done */
     struct timespec done_at;  /* CLOCK_MONOTONIC when max_done was reached */
+    cpu_check_event_t ck;     /* the checking mode's state (its lock) */
 } cpu_event_t;
 
 typedef struct cpu_kernel {
@@ -312,6 +315,36 @@ KEEL_HIDDEN keel_status_t keel__cpu_module_open(cpu_device_t *d, const char *pat
 /* ---- cpu_kernel.c ---- */
 KEEL_HIDDEN extern const keel_kernel_vtable_t keel__cpu_kernel_vtable;
 KEEL_HIDDEN void keel__cpu_run_launch(cpu_stream_t *s, cpu_cmd_t *c);
+
+/* ---- cpu_check.c: the checking mode, called only when keel__cpu_check is set ---- */
+/* Registers a new stream before its worker starts; forgets it after the join. */
+KEEL_HIDDEN void keel__cpu_check_stream_init(cpu_stream_t *s);
+KEEL_HIDDEN void keel__cpu_check_stream_fini(cpu_stream_t *s);
+KEEL_HIDDEN void keel__cpu_check_event_fini(cpu_event_t *e);
+/* Stream lock held, the command's ticket taken (not capturing): notes its
+ * accesses, and for a record or a wait the ordering it brings. */
+KEEL_HIDDEN void keel__cpu_check_queued(cpu_stream_t *s, cpu_cmd_t *c);
+/* The worker ran c (before c drops its references). */
+KEEL_HIDDEN void keel__cpu_check_ran(cpu_stream_t *s, cpu_cmd_t *c);
+/* The worker, stream lock held (released while waiting): waits until the
+ * command of this ticket may run. */
+KEEL_HIDDEN void keel__cpu_check_gate(cpu_stream_t *s, uint64_t ticket);
+/* Lets the stream run its commands up to the ticket. */
+KEEL_HIDDEN void keel__cpu_check_release(cpu_stream_t *s, uint64_t ticket);
+/* Lets the stream whose record made generation gen of e run up to it. */
+KEEL_HIDDEN void keel__cpu_check_release_event(cpu_event_t *e, uint64_t gen);
+/* Refuses (KEEL_ERROR_BUSY) a call on s whose ranges conflict with queued
+ * work of another stream that nothing orders it after; on success the
+ * ranges go to the command the call queues next on this thread, until
+ * keel__cpu_check_disarm. */
+KEEL_HIDDEN keel_status_t keel__cpu_check_copy(cpu_stream_t *s, const char *fn, const void *dst, const void *src,
+                                               size_t bytes);
+KEEL_HIDDEN keel_status_t keel__cpu_check_set(cpu_stream_t *s, const char *fn, const void *dst, size_t bytes);
+KEEL_HIDDEN keel_status_t keel__cpu_check_op(cpu_stream_t *s);
+KEEL_HIDDEN void keel__cpu_check_disarm(void);
+/* keel_device_synchronize in the checking mode: each stream in turn, the one
+ * given work last first. */
+KEEL_HIDDEN keel_status_t keel__cpu_check_device_sync(cpu_device_t *d);
 
 /* ---- cpu_graph.c ---- */
 KEEL_HIDDEN extern const keel_graph_vtable_t keel__cpu_graph_vtable;

@@ -66,6 +66,8 @@ static keel_status_t cpu_alloc_kind(cpu_device_t *d, keel_memory_kind_t kind, si
     h->magic = CPU_ALLOC_MAGIC;
     h->kind = kind;
     *ptr = (unsigned char *)raw + KEEL_CPU_ALIGN;
+    if (KEEL__UNLIKELY(keel__cpu_check))   /* fresh memory is not zero on a GPU either */
+        memset(*ptr, KEEL_CPU_CHECK_POISON, bytes);
     return KEEL_OK;
 }
 
@@ -73,6 +75,8 @@ void keel__cpu_mem_release(void *ptr)
 {
     cpu_alloc_hdr_t *h = (cpu_alloc_hdr_t *)((unsigned char *)ptr - KEEL_CPU_ALIGN);
     atomic_fetch_sub_explicit(&h->dev->used, h->bytes, memory_order_relaxed);
+    if (KEEL__UNLIKELY(keel__cpu_check))
+        memset(ptr, KEEL_CPU_CHECK_POISON, h->bytes);
     h->magic = 0;
     free(h);
 }
@@ -163,22 +167,30 @@ void keel__cpu_set(void *dst, int value, size_t bytes)
     memset((unsigned char *)dst + chunks * CPU_CHUNK_BYTES, value, bytes - chunks * CPU_CHUNK_BYTES);
 }
 
+/* In the checking mode the caller has checked the ranges, which go to the
+ * command (keel__cpu_check_copy); they are disarmed here. */
 static keel_status_t cpu_enqueue_copy(cpu_stream_t *s, void *dst, const void *src, size_t bytes, const char *fn)
 {
     cpu_cmd_t *c = keel__cpu_cmd_begin(s, CPU_CMD_COPY, 0, fn);
-    if (!c)
-        return KEEL_ERROR_OUT_OF_MEMORY;
-    c->u.copy.dst = dst;
-    c->u.copy.src = src;
-    c->u.copy.bytes = bytes;
-    keel__cpu_cmd_commit(s, c);
-    return KEEL_OK;
+    if (c) {
+        c->u.copy.dst = dst;
+        c->u.copy.src = src;
+        c->u.copy.bytes = bytes;
+        keel__cpu_cmd_commit(s, c);
+    }
+    if (KEEL__UNLIKELY(keel__cpu_check))
+        keel__cpu_check_disarm();
+    return c ? KEEL_OK : KEEL_ERROR_OUT_OF_MEMORY;
 }
 
 static keel_status_t cpu_mem_memcpy_async(void *stream_ctx, void *dst, keel_memory_kind_t dst_kind, const void *src,
                                           keel_memory_kind_t src_kind, size_t bytes)
 {
     cpu_stream_t *s = stream_ctx;
+    keel_status_t st;
+    if (KEEL__UNLIKELY(keel__cpu_check) &&
+        (st = keel__cpu_check_copy(s, "keel_memcpy_async", dst, src, bytes)) != KEEL_OK)
+        return st;
     if (bytes <= CPU_INLINE_BYTES && keel__cpu_inline_begin(s)) {
         if (dst != src)
             memmove(dst, src, bytes);
@@ -196,11 +208,15 @@ static keel_status_t cpu_mem_memcpy_sync(void *stream_ctx, void *dst, keel_memor
 {
     cpu_stream_t *s = stream_ctx;
     keel_status_t st;
+    if (KEEL__UNLIKELY(keel__cpu_check) && (st = keel__cpu_check_copy(s, "keel_memcpy", dst, src, bytes)) != KEEL_OK)
+        return st;
     if (bytes >= CPU_PARALLEL_BYTES) {
         if ((st = cpu_enqueue_copy(s, dst, src, bytes, "keel_memcpy")) != KEEL_OK)
             return st;
         return keel__cpu_stream_sync(s);
     }
+    if (KEEL__UNLIKELY(keel__cpu_check))
+        keel__cpu_check_disarm();   /* runs here, queues nothing */
     if ((st = keel__cpu_stream_sync(s)) != KEEL_OK)
         return st;
     keel__cpu_copy(dst, src, bytes);
@@ -210,24 +226,34 @@ static keel_status_t cpu_mem_memcpy_sync(void *stream_ctx, void *dst, keel_memor
 static keel_status_t cpu_mem_memset_async(void *stream_ctx, void *dst, int value, size_t bytes)
 {
     cpu_stream_t *s = stream_ctx;
+    keel_status_t st;
+    if (KEEL__UNLIKELY(keel__cpu_check) &&
+        (st = keel__cpu_check_set(s, "keel_memset(_async)", dst, bytes)) != KEEL_OK)
+        return st;
     if (bytes <= CPU_INLINE_BYTES && keel__cpu_inline_begin(s)) {
         memset(dst, value, bytes);
         keel__cpu_inline_end(s);
         return KEEL_OK;
     }
     cpu_cmd_t *c = keel__cpu_cmd_begin(s, CPU_CMD_SET, 0, "keel_memset_async");
-    if (!c)
-        return KEEL_ERROR_OUT_OF_MEMORY;
-    c->u.set.dst = dst;
-    c->u.set.value = value;
-    c->u.set.bytes = bytes;
-    keel__cpu_cmd_commit(s, c);
-    return KEEL_OK;
+    if (c) {
+        c->u.set.dst = dst;
+        c->u.set.value = value;
+        c->u.set.bytes = bytes;
+        keel__cpu_cmd_commit(s, c);
+    }
+    if (KEEL__UNLIKELY(keel__cpu_check))
+        keel__cpu_check_disarm();
+    return c ? KEEL_OK : KEEL_ERROR_OUT_OF_MEMORY;
 }
 
 static keel_status_t cpu_mem_memcpy_peer_async(void *stream_ctx, void *dst, void *dst_device_ctx, const void *src,
                                                void *src_device_ctx, size_t bytes)
 {
+    keel_status_t st;
+    if (KEEL__UNLIKELY(keel__cpu_check) &&
+        (st = keel__cpu_check_copy(stream_ctx, "keel_memcpy_async (a peer copy)", dst, src, bytes)) != KEEL_OK)
+        return st;
     return cpu_enqueue_copy(stream_ctx, dst, src, bytes, "keel_memcpy_peer_async");
 }
 

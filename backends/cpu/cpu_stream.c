@@ -66,6 +66,8 @@ cpu_cmd_t *keel__cpu_cmd_get(cpu_stream_t *s, size_t data_bytes)
          * idle_waiters: one of the two sees the other (no lost wakeup). */
         atomic_fetch_add(&s->idle_waiters, 1);
         while (!s->capture && atomic_load(&s->submitted) - atomic_load(&s->completed) >= KEEL_CPU_QUEUE_DEPTH) {
+            if (KEEL__UNLIKELY(keel__cpu_check))   /* held-back work must run to make room */
+                keel__cpu_check_release(s, atomic_load(&s->submitted));
             cpu_wake_at_locked(s, atomic_load(&s->submitted) - KEEL_CPU_QUEUE_DEPTH + 1);
             pthread_cond_wait(&s->idle_cv, &s->lock);
         }
@@ -133,6 +135,8 @@ void keel__cpu_cmd_push_locked(cpu_stream_t *s, cpu_cmd_t *c)
     s->tail = c;
     /* An RMW: an inline run may take a ticket at the same time, without the lock. */
     c->ticket = atomic_fetch_add_explicit(&s->submitted, 1, memory_order_acq_rel) + 1;
+    if (KEEL__UNLIKELY(keel__cpu_check))
+        keel__cpu_check_queued(s, c);
     if (s->worker_sleeping)
         pthread_cond_signal(&s->work_cv);
 }
@@ -185,6 +189,8 @@ static void cpu_cmd_run(cpu_stream_t *s, cpu_cmd_t *c)
         keel__cpu_event_complete(c->u.ev.event, c->u.ev.gen);
         break;
     case CPU_CMD_WAIT:
+        if (KEEL__UNLIKELY(keel__cpu_check))   /* held back, the record would never come */
+            keel__cpu_check_release_event(c->u.ev.event, c->u.ev.gen);
         keel__cpu_event_wait_gen(c->u.ev.event, c->u.ev.gen);
         break;
     case CPU_CMD_FREE:
@@ -194,6 +200,8 @@ static void cpu_cmd_run(cpu_stream_t *s, cpu_cmd_t *c)
         c->u.call.fn(c->data);
         break;
     }
+    if (KEEL__UNLIKELY(keel__cpu_check))
+        keel__cpu_check_ran(s, c);
     keel__cpu_cmd_release_refs(c);
 }
 
@@ -252,6 +260,8 @@ static void *cpu_stream_main(void *p)
         cpu_cmd_t *c = s->head;
         if (!c)
             break;   /* stop, and the queue is drained */
+        if (KEEL__UNLIKELY(keel__cpu_check))
+            keel__cpu_check_gate(s, c->ticket);
         if (atomic_load_explicit(&s->completed, memory_order_acquire) + 1 < c->ticket)
             cpu_wait_inline_locked(s, c->ticket - 1);
         s->head = c->next;
@@ -285,9 +295,13 @@ static keel_status_t cpu_stream_create(void *device_ctx, unsigned flags, int pri
     pthread_cond_init(&s->idle_cv, NULL);
     pthread_mutex_lock(&d->lock);
     s->id = d->next_stream_id++;
+    if (keel__cpu_check)
+        keel__cpu_check_stream_init(s);
     int rc = keel__pthread_create(&s->thread, NULL, cpu_stream_main, s);
     if (rc != 0) {
         pthread_mutex_unlock(&d->lock);
+        if (keel__cpu_check)
+            keel__cpu_check_stream_fini(s);
         pthread_cond_destroy(&s->work_cv);
         pthread_cond_destroy(&s->idle_cv);
         pthread_mutex_destroy(&s->lock);
@@ -316,6 +330,8 @@ keel_status_t keel__cpu_stream_sync(cpu_stream_t *s)
 {
     keel_status_t st = KEEL_OK;
     uint64_t target = atomic_load_explicit(&s->submitted, memory_order_acquire);
+    if (KEEL__UNLIKELY(keel__cpu_check))
+        keel__cpu_check_release(s, target);
     keel__cpu_spin_reached(&s->completed, target);
     pthread_mutex_lock(&s->lock);
     if (atomic_load(&s->completed) < target) {
@@ -350,11 +366,15 @@ void keel__cpu_stream_destroy_now(cpu_stream_t *s)
         pthread_cond_wait(&d->sync_cv, &d->lock);
     pthread_mutex_unlock(&d->lock);
 
+    if (keel__cpu_check)
+        keel__cpu_check_release(s, UINT64_MAX);   /* the worker drains the queue */
     pthread_mutex_lock(&s->lock);
     s->stop = 1;
     pthread_cond_signal(&s->work_cv);
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL);
+    if (keel__cpu_check)
+        keel__cpu_check_stream_fini(s);
 
     if (s->capture)
         keel__cpu_graph_free(s->capture);
@@ -393,6 +413,8 @@ static keel_status_t cpu_stream_query(void *stream_ctx)
 {
     cpu_stream_t *s = stream_ctx;
     uint64_t target = atomic_load_explicit(&s->submitted, memory_order_acquire);
+    if (KEEL__UNLIKELY(keel__cpu_check))   /* a query lets held-back work run, as a synchronize does */
+        keel__cpu_check_release(s, target);
     int idle = atomic_load_explicit(&s->completed, memory_order_acquire) >= target;
     return idle ? KEEL_OK : KEEL_ERROR_NOT_READY;
 }
@@ -488,14 +510,19 @@ keel_status_t keel__cpu_enqueue(void *stream_ctx, void (*fn)(void *payload), con
     if (payload_size > KEEL_CPU_ENQUEUE_MAX_PAYLOAD)
         return CPU_ERR(KEEL_ERROR_INTERNAL, "keel__cpu_enqueue: a payload of %zu bytes is over the limit of %d",
                        payload_size, KEEL_CPU_ENQUEUE_MAX_PAYLOAD);
+    keel_status_t st;
+    if (KEEL__UNLIKELY(keel__cpu_check) && (st = keel__cpu_check_op(s)) != KEEL_OK)
+        return st;
     cpu_cmd_t *c = keel__cpu_cmd_begin(s, CPU_CMD_CALL, payload_size, "keel__cpu_enqueue");
-    if (!c)
-        return KEEL_ERROR_OUT_OF_MEMORY;
-    c->u.call.fn = fn;
-    if (payload_size)
-        memcpy(c->data, payload, payload_size);
-    keel__cpu_cmd_commit(s, c);
-    return KEEL_OK;
+    if (c) {
+        c->u.call.fn = fn;
+        if (payload_size)
+            memcpy(c->data, payload, payload_size);
+        keel__cpu_cmd_commit(s, c);
+    }
+    if (KEEL__UNLIKELY(keel__cpu_check))
+        keel__cpu_check_disarm();
+    return c ? KEEL_OK : KEEL_ERROR_OUT_OF_MEMORY;
 }
 
 /* ---- inline runs ---- */
@@ -507,8 +534,8 @@ keel_status_t keel__cpu_enqueue(void *stream_ctx, void (*fn)(void *payload), con
  * holds them until keel__cpu_inline_end. */
 int keel__cpu_inline_begin(cpu_stream_t *s)
 {
-    if (atomic_load_explicit(&s->capturing, memory_order_relaxed))
-        return 0;   /* a capture records, it never runs */
+    if (atomic_load_explicit(&s->capturing, memory_order_relaxed) || keel__cpu_check)
+        return 0;   /* a capture records, it never runs; the checking mode holds work back */
     uint64_t done = atomic_load_explicit(&s->completed, memory_order_acquire);
     uint64_t expect = done;
     return atomic_compare_exchange_strong_explicit(&s->submitted, &expect, done + 1, memory_order_acq_rel,
