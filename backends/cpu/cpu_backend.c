@@ -192,7 +192,8 @@ static keel_status_t cpu_probe(const keel_host_api_t *host, void **backend_ctx, 
     b->mem_cap = cap;
     b->threads = (int)threads;
     b->ram = cpu_sys_bytes(_SC_PHYS_PAGES);
-    keel__cpu_check = (int)check;
+    if (keel__cpu_check != (int)check)   /* a probe again (after a failure) writes nothing the workers read */
+        keel__cpu_check = (int)check;
     int len = snprintf(b->description, sizeof b->description, "CPU backend, %d core%s, %d device%s", b->cores,
                        b->cores == 1 ? "" : "s", b->ndevices, b->ndevices == 1 ? "" : "s");
     if (cap && len > 0 && (size_t)len < sizeof b->description)
