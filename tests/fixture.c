@@ -6,6 +6,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -292,6 +294,43 @@ keel_status_t kt_launch_saxpy(keel_kernel_t *k, keel_stream_t *s, int n, float a
     keel_dim3_t block = {64, 1, 1};
     keel_dim3_t grid = {(unsigned)((n + 63) / 64), 1, 1};
     return keel_launch_kernel(k, grid, block, 0, s, args);
+}
+
+/* ---- failures found on threads a test starts ---- */
+
+static atomic_int thread_failures;
+static pthread_mutex_t thread_msg_lock = PTHREAD_MUTEX_INITIALIZER;
+static char thread_first_msg[1024];
+
+void kt_thread_fail(const char *fmt, ...)
+{
+    if (atomic_fetch_add(&thread_failures, 1) == 0) {
+        pthread_mutex_lock(&thread_msg_lock);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(thread_first_msg, sizeof thread_first_msg, fmt, ap);
+        va_end(ap);
+        pthread_mutex_unlock(&thread_msg_lock);
+    }
+}
+
+void kt_thread_failures_reset(void)
+{
+    pthread_mutex_lock(&thread_msg_lock);
+    atomic_store(&thread_failures, 0);
+    thread_first_msg[0] = '\0';
+    pthread_mutex_unlock(&thread_msg_lock);
+}
+
+int kt_thread_failures(void)
+{
+    return atomic_load(&thread_failures);
+}
+
+/* Read after the threads are joined. */
+const char *kt_thread_first_failure(void)
+{
+    return thread_first_msg;
 }
 
 /* ---- gates ---- */

@@ -152,6 +152,31 @@ TCase *kt_tcase_create(const char *name, int timeout);
 /* Host function that sleeps a few milliseconds (to widen races, never timed). */
 void kt_host_sleep(void *ms_as_ptr);
 
+/* ---- failures found on threads a test starts ---- */
+
+/* Check's assertions are not thread-safe: a test's own threads count their
+ * failures here and keep the first message, and the test thread asserts
+ * after joining them (KT_ASSERT_NO_THREAD_FAILURES). */
+void kt_thread_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void kt_thread_failures_reset(void);
+int kt_thread_failures(void);
+const char *kt_thread_first_failure(void);
+
+/* On such a thread: a call that must succeed, else a failure and `goto out`. */
+#define KT_THREAD_TRY(call)                                                                                   \
+    do {                                                                                                     \
+        keel_status_t kt_s_ = (call);                                                                        \
+        if (kt_s_ != KEEL_OK) {                                                                              \
+            kt_thread_fail("%s:%d: %s -> %s (%s)", __FILE__, __LINE__, #call, keel_status_name(kt_s_),       \
+                           keel_last_error());                                                               \
+            goto out;                                                                                        \
+        }                                                                                                    \
+    } while (0)
+
+#define KT_ASSERT_NO_THREAD_FAILURES(what)                                                                    \
+    ck_assert_msg(kt_thread_failures() == 0, "%s%s: %d failure(s); first: %s", kt_where(), (what),            \
+                  kt_thread_failures(), kt_thread_first_failure())
+
 /* ---- child processes ---- */
 
 typedef struct kt_child_result {

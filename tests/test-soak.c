@@ -8,13 +8,9 @@
  * result against a float64 reference in host functions; at the end every
  * host function must have run, every round been checked, every handle and
  * allocation released and the device's memory all back.
- *
- * Threads never call Check (its assertions are not thread-safe): they count
- * failures and keep the first message; the test thread asserts after
- * joining them. */
+ * Threads report failures through kt_thread_fail (fixture.h). */
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -22,32 +18,10 @@
 
 enum { NTHREADS = 4, NSTREAMS = 3, MAX_N = 12288, MAX_PENDING = 6 };
 
-static atomic_int failures;
 static atomic_long rounds_started, rounds_checked, callbacks_expected, callbacks_run;
 static atomic_long allocs, frees, handles_made, handles_gone;
-static pthread_mutex_t msg_lock = PTHREAD_MUTEX_INITIALIZER;
-static char first_msg[1024];
 
-static void soak_fail(const char *fmt, ...)
-{
-    if (atomic_fetch_add(&failures, 1) == 0) {
-        pthread_mutex_lock(&msg_lock);
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(first_msg, sizeof first_msg, fmt, ap);
-        va_end(ap);
-        pthread_mutex_unlock(&msg_lock);
-    }
-}
-
-#define TRY(call)                                                                                            \
-    do {                                                                                                     \
-        keel_status_t s_ = (call);                                                                           \
-        if (s_ != KEEL_OK) {                                                                                 \
-            soak_fail("%s:%d: %s -> %s (%s)", __FILE__, __LINE__, #call, keel_status_name(s_), keel_last_error()); \
-            goto out;                                                                                        \
-        }                                                                                                    \
-    } while (0)
+#define TRY(call) KT_THREAD_TRY(call)
 
 static double soak_seconds(void)
 {
@@ -102,13 +76,13 @@ static void check_z(void *p)
         sum += z;
         scale += fabs(z);
         if (!close_enough(r->hout[i], z, 1)) {
-            soak_fail("%s round n=%d m=%d: z[%d] = %.9g, expected %.9g", kind_names[r->kind], r->n, r->m, i,
+            kt_thread_fail("%s round n=%d m=%d: z[%d] = %.9g, expected %.9g", kind_names[r->kind], r->n, r->m, i,
                       r->hout[i], z);
             break;
         }
     }
     if (!close_enough(r->hsum, sum, scale))
-        soak_fail("%s round n=%d: sum of z = %.9g, expected %.9g", kind_names[r->kind], r->n, r->hsum, sum);
+        kt_thread_fail("%s round n=%d: sum of z = %.9g, expected %.9g", kind_names[r->kind], r->n, r->hsum, sum);
     atomic_fetch_add(&callbacks_run, 1);
     if (atomic_fetch_add(&r->done, 1) == 1)
         atomic_fetch_add(&rounds_checked, 1);
@@ -120,7 +94,7 @@ static void check_y(void *p)
     struct round *r = p;
     for (int i = 0; i < r->n; i++)
         if (!close_enough(r->hyout[i], ref_y(r, i), 1)) {
-            soak_fail("%s round n=%d m=%d: y[%d] = %.9g, expected %.9g", kind_names[r->kind], r->n, r->m, i,
+            kt_thread_fail("%s round n=%d m=%d: y[%d] = %.9g, expected %.9g", kind_names[r->kind], r->n, r->m, i,
                       r->hyout[i], ref_y(r, i));
             break;
         }
@@ -292,14 +266,14 @@ static void *soak_worker(void *p)
             break;
         default:
             if (keel_stream_query(s[1]) == KEEL_OK && keel_stream_query(s[2]) == KEEL_OK && atomic_load(&r->done) != 2)
-                soak_fail("worker %d: both streams idle before their host functions ran", w->id);
+                kt_thread_fail("worker %d: both streams idle before their host functions ran", w->id);
             break;
         }
         if (keel_event_query(t1) == KEEL_OK) {
             float ms = -1;
             TRY(keel_event_elapsed_time(t0, t1, &ms));
             if (!(ms >= 0))
-                soak_fail("worker %d: elapsed time %g ms between events in stream order", w->id, ms);
+                kt_thread_fail("worker %d: elapsed time %g ms between events in stream order", w->id, ms);
         }
         for (struct round *q = list; q; q = q->next)
             if (atomic_load(&q->done) == 2)
@@ -314,14 +288,14 @@ static void *soak_worker(void *p)
     }
 out:
     if (keel_device_synchronize(w->dev) != KEEL_OK)
-        soak_fail("worker %d: keel_device_synchronize: %s", w->id, keel_last_error());
+        kt_thread_fail("worker %d: keel_device_synchronize: %s", w->id, keel_last_error());
     for (struct round *q = list; q; q = q->next)
         if (round_release_device(q, s) != KEEL_OK)
-            soak_fail("worker %d: free: %s", w->id, keel_last_error());
+            kt_thread_fail("worker %d: free: %s", w->id, keel_last_error());
     if (keel_device_synchronize(w->dev) != KEEL_OK)
-        soak_fail("worker %d: keel_device_synchronize: %s", w->id, keel_last_error());
+        kt_thread_fail("worker %d: keel_device_synchronize: %s", w->id, keel_last_error());
     if (reap(&list) != 0)
-        soak_fail("worker %d: rounds left unchecked after synchronizing the device", w->id);
+        kt_thread_fail("worker %d: rounds left unchecked after synchronizing the device", w->id);
     for (int i = 0; i < 4; i++)
         if (*evs[i] && keel_event_destroy(*evs[i]) == KEEL_OK)
             atomic_fetch_add(&handles_gone, 1);
@@ -339,8 +313,7 @@ out:
 
 static void reset(void)
 {
-    atomic_store(&failures, 0);
-    first_msg[0] = '\0';
+    kt_thread_failures_reset();
     atomic_long *counters[] = {&rounds_started, &rounds_checked, &callbacks_expected, &callbacks_run,
                                &allocs, &frees, &handles_made, &handles_gone};
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
@@ -362,8 +335,7 @@ KT_DEVICE_TEST(mixed_work_for_a_fixed_time_is_correct_and_leaves_nothing)
     }
     for (int i = 0; i < NTHREADS; i++)
         pthread_join(th[i], NULL);
-    ck_assert_msg(atomic_load(&failures) == 0, "%s%d failure(s); first: %s", kt_where(), atomic_load(&failures),
-                  first_msg);
+    KT_ASSERT_NO_THREAD_FAILURES("soak workers");
     long started = atomic_load(&rounds_started);
     fprintf(stderr, "soak on %s: %.1f s, %d threads x %d streams, %ld rounds checked, %ld allocations\n",
             keel_device_name(dev), t, NTHREADS, NSTREAMS, atomic_load(&rounds_checked), atomic_load(&allocs));

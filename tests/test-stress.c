@@ -1,11 +1,10 @@
 /* test-stress: many threads, each with several streams, running copies,
  * launches, events, cross-stream waits, host callbacks and stream-ordered
  * allocations at once, every result checked against a float64 reference.
- * Meant to be run under TSan too. Threads never call Check (its assertions
- * are not thread-safe): they count failures and keep the first message, and
- * the test thread asserts after joining them. */
+ * Meant to be run under TSan too. Threads report failures through
+ * kt_thread_fail (fixture.h), and the test thread asserts after joining
+ * them. */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include "fixture.h"
@@ -18,44 +17,17 @@ static int iterations(void)
     return s && *s ? atoi(s) : 40;
 }
 
-static atomic_int failures;
 static atomic_long checked;
-static pthread_mutex_t msg_lock = PTHREAD_MUTEX_INITIALIZER;
-static char first_msg[1024];
 
-static void stress_fail(const char *fmt, ...)
-{
-    if (atomic_fetch_add(&failures, 1) == 0) {
-        pthread_mutex_lock(&msg_lock);
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(first_msg, sizeof first_msg, fmt, ap);
-        va_end(ap);
-        pthread_mutex_unlock(&msg_lock);
-    }
-}
-
-#define TRY(call)                                                                                            \
-    do {                                                                                                     \
-        keel_status_t s_ = (call);                                                                           \
-        if (s_ != KEEL_OK) {                                                                                 \
-            stress_fail("%s:%d: %s -> %s (%s)", __FILE__, __LINE__, #call, keel_status_name(s_), keel_last_error()); \
-            goto out;                                                                                        \
-        }                                                                                                    \
-    } while (0)
+#define TRY(call) KT_THREAD_TRY(call)
 
 static void reset(void)
 {
-    atomic_store(&failures, 0);
+    kt_thread_failures_reset();
     atomic_store(&checked, 0);
-    first_msg[0] = '\0';
 }
 
-static void assert_clean(const char *what)
-{
-    ck_assert_msg(atomic_load(&failures) == 0, "%s%s: %d failure(s); first: %s", kt_where(), what,
-                  atomic_load(&failures), first_msg);
-}
+#define assert_clean(what) KT_ASSERT_NO_THREAD_FAILURES(what)
 
 /* ---- saxpy jobs ---- */
 
@@ -96,7 +68,7 @@ static void job_verify(void *p)
         double ref = (double)j->a * j->x[i] + j->y[i];
         double got = j->out[i];
         if (!(got - ref <= 1e-5 + 1e-5 * (ref < 0 ? -ref : ref) && ref - got <= 1e-5 + 1e-5 * (ref < 0 ? -ref : ref))) {
-            stress_fail("job n=%d a=%g: out[%d] = %.9g, expected %.9g", j->n, j->a, i, got, ref);
+            kt_thread_fail("job n=%d a=%g: out[%d] = %.9g, expected %.9g", j->n, j->a, i, got, ref);
             return;
         }
     }
@@ -165,9 +137,9 @@ static void *saxpy_worker(void *p)
 out:
     for (int i = 0; i < NSTREAMS; i++)
         if (s[i] && keel_stream_synchronize(s[i]) != KEEL_OK)
-            stress_fail("worker %d: keel_stream_synchronize: %s", w->id, keel_last_error());
+            kt_thread_fail("worker %d: keel_stream_synchronize: %s", w->id, keel_last_error());
     if (atomic_load(&oc.stage) != expected_bumps)
-        stress_fail("worker %d: %d host callbacks ran, expected %d", w->id, atomic_load(&oc.stage), expected_bumps);
+        kt_thread_fail("worker %d: %d host callbacks ran, expected %d", w->id, atomic_load(&oc.stage), expected_bumps);
     for (int i = 0; i < NSTREAMS; i++) {
         if (e[i])
             keel_event_destroy(e[i]);
@@ -230,14 +202,14 @@ static void *alloc_worker(void *p)
             size_t off = kt_rand64() % sizes[slot];
             TRY(keel_pointer_get_info((char *)live[slot] + off, &info));
             if (info.base != live[slot] || info.size != sizes[slot] || info.offset != off || info.device != w->dev)
-                stress_fail("worker %d: pointer info of %p+%zu: base %p size %zu offset %zu", w->id, live[slot], off,
+                kt_thread_fail("worker %d: pointer info of %p+%zu: base %p size %zu offset %zu", w->id, live[slot], off,
                      info.base, info.size, info.offset);
             size_t n = sizes[slot] < sizeof pattern ? sizes[slot] : sizeof pattern;
             kt_fill_random_bytes(pattern, n);
             TRY(keel_memcpy(live[slot], pattern, n));
             TRY(keel_memcpy(back, live[slot], n));
             if (memcmp(pattern, back, n) != 0)
-                stress_fail("worker %d: round trip through %p differs", w->id, live[slot]);
+                kt_thread_fail("worker %d: round trip through %p differs", w->id, live[slot]);
             TRY(keel_free(live[slot]));
             /* Freed: another thread may get the address again, but not as ours. */
             live[slot] = NULL;
@@ -246,7 +218,7 @@ static void *alloc_worker(void *p)
             keel_status_t st = r % 3 ? keel_malloc(w->dev, sizes[slot], &live[slot])
                                      : keel_malloc_host(w->dev, sizes[slot], &live[slot]);
             if (st != KEEL_OK) {
-                stress_fail("worker %d: alloc %zu: %s (%s)", w->id, sizes[slot], keel_status_name(st), keel_last_error());
+                kt_thread_fail("worker %d: alloc %zu: %s (%s)", w->id, sizes[slot], keel_status_name(st), keel_last_error());
                 live[slot] = NULL;
                 goto out;
             }
@@ -255,7 +227,7 @@ static void *alloc_worker(void *p)
 out:
     for (int i = 0; i < LIVE; i++)
         if (live[i] && keel_free(live[i]) != KEEL_OK)
-            stress_fail("worker %d: final free: %s", w->id, keel_last_error());
+            kt_thread_fail("worker %d: final free: %s", w->id, keel_last_error());
     return NULL;
 }
 
@@ -294,7 +266,7 @@ static void *churn_worker(void *p)
     }
 out:
     if (atomic_load(&oc.stage) != expected)
-        stress_fail("worker %d: %d callbacks ran, expected %d", w->id, atomic_load(&oc.stage), expected);
+        kt_thread_fail("worker %d: %d callbacks ran, expected %d", w->id, atomic_load(&oc.stage), expected);
     return NULL;
 }
 

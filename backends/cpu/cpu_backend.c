@@ -321,6 +321,18 @@ static keel_status_t cpu_device_memory_info(void *device_ctx, size_t *free_bytes
     return KEEL_OK;
 }
 
+void keel__cpu_device_sync_one(cpu_device_t *d, cpu_stream_t *s, keel_status_t *first)
+{
+    s->sync_refs++;
+    pthread_mutex_unlock(&d->lock);
+    keel_status_t st = keel__cpu_stream_sync(s);
+    if (st != KEEL_OK && *first == KEEL_OK)
+        *first = st;
+    pthread_mutex_lock(&d->lock);
+    if (--s->sync_refs == 0)
+        pthread_cond_broadcast(&d->sync_cv);
+}
+
 /* Waits for what each stream existing when the call began had been given.
  * The device lock is not held while waiting: a host function may create or
  * destroy streams meanwhile. The stream waited on is pinned by sync_refs, so
@@ -347,14 +359,7 @@ static keel_status_t cpu_device_synchronize(void *device_ctx)
         if (!s)
             break;
         bound = s->id;
-        s->sync_refs++;
-        pthread_mutex_unlock(&d->lock);
-        keel_status_t st = keel__cpu_stream_sync(s);
-        if (st != KEEL_OK && first == KEEL_OK)
-            first = st;
-        pthread_mutex_lock(&d->lock);
-        if (--s->sync_refs == 0)
-            pthread_cond_broadcast(&d->sync_cv);
+        keel__cpu_device_sync_one(d, s, &first);
     }
     pthread_mutex_unlock(&d->lock);
     return first;

@@ -288,14 +288,7 @@ keel_status_t keel__cpu_check_device_sync(cpu_device_t *d)
         pthread_mutex_unlock(&ck_lock);
         if (!pick)
             break;
-        pick->sync_refs++;
-        pthread_mutex_unlock(&d->lock);
-        keel_status_t st = keel__cpu_stream_sync(pick);
-        if (st != KEEL_OK && first == KEEL_OK)
-            first = st;
-        pthread_mutex_lock(&d->lock);
-        if (--pick->sync_refs == 0)
-            pthread_cond_broadcast(&d->sync_cv);
+        keel__cpu_device_sync_one(d, pick, &first);
     }
     pthread_mutex_unlock(&d->lock);
     return first;

@@ -242,6 +242,9 @@ extern KEEL_HIDDEN _Thread_local cpu_stream_t *keel__cpu_tls_stream;
 
 /* ---- cpu_backend.c ---- */
 KEEL_HIDDEN extern const keel_device_vtable_t keel__cpu_device_vtable;
+/* Device lock held (released while waiting): waits for s, pinned by
+ * sync_refs so that destroy keeps it; the first failure goes to *first. */
+KEEL_HIDDEN void keel__cpu_device_sync_one(cpu_device_t *d, cpu_stream_t *s, keel_status_t *first);
 
 /* ---- cpu_pool.c ---- */
 KEEL_HIDDEN void keel__cpu_pool_init(cpu_pool_t *pool, int threads, int cores);

@@ -167,20 +167,33 @@ void keel__cpu_set(void *dst, int value, size_t bytes)
     memset((unsigned char *)dst + chunks * CPU_CHUNK_BYTES, value, bytes - chunks * CPU_CHUNK_BYTES);
 }
 
-/* In the checking mode the caller has checked the ranges, which go to the
- * command (keel__cpu_check_copy); they are disarmed here. */
-static keel_status_t cpu_enqueue_copy(cpu_stream_t *s, void *dst, const void *src, size_t bytes, const char *fn)
+/* Queues a copy (CPU_CMD_COPY) or a memset (CPU_CMD_SET, of value). In the
+ * checking mode the caller has checked the ranges, which go to the command
+ * (keel__cpu_check_copy, _set); they are disarmed here. */
+static keel_status_t cpu_enqueue_mem(cpu_stream_t *s, int type, void *dst, const void *src, int value, size_t bytes,
+                                     const char *fn)
 {
-    cpu_cmd_t *c = keel__cpu_cmd_begin(s, CPU_CMD_COPY, 0, fn);
+    cpu_cmd_t *c = keel__cpu_cmd_begin(s, type, 0, fn);
     if (c) {
-        c->u.copy.dst = dst;
-        c->u.copy.src = src;
-        c->u.copy.bytes = bytes;
+        if (type == CPU_CMD_COPY) {
+            c->u.copy.dst = dst;
+            c->u.copy.src = src;
+            c->u.copy.bytes = bytes;
+        } else {
+            c->u.set.dst = dst;
+            c->u.set.value = value;
+            c->u.set.bytes = bytes;
+        }
         keel__cpu_cmd_commit(s, c);
     }
     if (KEEL__UNLIKELY(keel__cpu_check))
         keel__cpu_check_disarm();
     return c ? KEEL_OK : KEEL_ERROR_OUT_OF_MEMORY;
+}
+
+static keel_status_t cpu_enqueue_copy(cpu_stream_t *s, void *dst, const void *src, size_t bytes, const char *fn)
+{
+    return cpu_enqueue_mem(s, CPU_CMD_COPY, dst, src, 0, bytes, fn);
 }
 
 static keel_status_t cpu_mem_memcpy_async(void *stream_ctx, void *dst, keel_memory_kind_t dst_kind, const void *src,
@@ -235,16 +248,7 @@ static keel_status_t cpu_mem_memset_async(void *stream_ctx, void *dst, int value
         keel__cpu_inline_end(s);
         return KEEL_OK;
     }
-    cpu_cmd_t *c = keel__cpu_cmd_begin(s, CPU_CMD_SET, 0, "keel_memset_async");
-    if (c) {
-        c->u.set.dst = dst;
-        c->u.set.value = value;
-        c->u.set.bytes = bytes;
-        keel__cpu_cmd_commit(s, c);
-    }
-    if (KEEL__UNLIKELY(keel__cpu_check))
-        keel__cpu_check_disarm();
-    return c ? KEEL_OK : KEEL_ERROR_OUT_OF_MEMORY;
+    return cpu_enqueue_mem(s, CPU_CMD_SET, dst, NULL, value, bytes, "keel_memset_async");
 }
 
 static keel_status_t cpu_mem_memcpy_peer_async(void *stream_ctx, void *dst, void *dst_device_ctx, const void *src,
