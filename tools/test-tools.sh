@@ -1,8 +1,9 @@
 #!/bin/sh
 # Smoke test of what a new user runs first: keel-info (output, exit codes,
 # JSON), keel-demo on the default device and on an emulated second CPU device,
-# the kernel-module path of the demo, and the README's example program, whose
-# text must be the one printed in README.md. Run by make check from the top
+# the kernel-module path of the demo, the examples of common tasks (each
+# checks its own result), and the README's example program, whose text must
+# be the one printed in README.md. Run by make check from the top
 # build directory.
 set -u
 
@@ -185,6 +186,23 @@ run demo-bogus 1 env KEEL_BACKEND=bogus "$demo" && expect demo-bogus err 'KEEL_E
 # --- the tiled matmul example --------------------------------------------
 run matmul 0 ./examples/keel-matmul && expect matmul out 'verified'
 run matmul-odd 0 ./examples/keel-matmul 33 17 45 && expect matmul-odd out 'verified'
+
+# --- the examples of common tasks ----------------------------------------
+# Each checks its own result against the host and prints 'verified'.
+run mlp 0 ./examples/keel-mlp && expect mlp out 'gemm .* verified' && expect mlp out 'mlp .* verified'
+run streams 0 ./examples/keel-streams && expect streams out 'in 4 streams .* verified'
+run streams-odd 0 ./examples/keel-streams 1001 && expect streams-odd out '^keel-streams: 1001 elements .* verified'
+run graph 0 ./examples/keel-graph && expect graph out '5 replays .* verified'
+run multi 0 ./examples/keel-multi-device && expect multi out 'verified'
+run multi-cpu3 0 env KEEL_BACKEND=cpu KEEL_CPU_DEVICES=3 ./examples/keel-multi-device &&
+    expect multi-cpu3 out 'over 3 devices of cpu: cpu:0 .*, cpu:1 .*, cpu:2 .* verified'
+run errors 0 ./examples/keel-errors && {
+    for code in INVALID_POINTER OUT_OF_RANGE COMPILE_FAILED INVALID_ARGUMENT; do
+        expect errors out "-> KEEL_ERROR_$code "
+    done
+    expect errors out 'square\.kc(:5:|\(5\))' # the C compiler's and clang's form, or NVRTC's
+    expect errors out 'verified'
+}
 
 # --- the README example ---------------------------------------------------
 run hello 0 "$hello" && expect hello out 'expected 1998'
