@@ -20,27 +20,11 @@
 
 #include "kernels.h"
 
-/* On failure: say which call failed, with Keel's detail, and leave. */
-#define CHECK(call)                                                                                  \
-    do {                                                                                             \
-        keel_status_t st_ = (call);                                                                  \
-        if (st_ != KEEL_OK) {                                                                        \
-            fprintf(stderr, "keel-demo: %s failed: %s: %s\n", #call, keel_status_name(st_),          \
-                    keel_last_error());                                                              \
-            return 1;                                                                                \
-        }                                                                                            \
-    } while (0)
+#define EXAMPLE_NAME "keel-demo"
+#include "example.h" /* CHECK: on failure, say which call failed, with Keel's detail, and leave */
 
-/* xorshift64*: reproducible inputs without depending on the libc's rand(). */
+/* Reproducible inputs (--seed), from example_uniform's xorshift generator. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static float random_float(void)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    uint64_t r = rng_state * 2685821657736338717ull;
-    return (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0); /* [-1, 1) */
-}
 
 static void usage(FILE *f)
 {
@@ -105,8 +89,8 @@ int main(int argc, char **argv)
     }
     const float a = 2.5f;
     for (size_t i = 0; i < n; i++) {
-        hx[i] = random_float();
-        hy[i] = random_float();
+        hx[i] = example_uniform(&rng_state);
+        hy[i] = example_uniform(&rng_state);
         out[i] = NAN; /* poison: an element the device never wrote cannot pass */
     }
 

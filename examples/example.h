@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* What the example programs share: a CHECK that reports a failed Keel call
  * and leaves main, a small random generator for test data, and the grid
- * that covers n elements. Define EXAMPLE_NAME (the program's name) before
+ * that covers n elements, and an upload of host data to a new device buffer. Define EXAMPLE_NAME (the program's name) before
  * including it. */
 #ifndef KEEL_EXAMPLE_H
 #define KEEL_EXAMPLE_H
@@ -52,6 +52,24 @@ static inline void example_fill(float *x, size_t n, float lo, float hi, uint64_t
 {
     for (size_t i = 0; i < n; i++)
         x[i] = lo + (hi - lo) * 0.5f * (example_uniform(state) + 1.0f);
+}
+
+/* Allocate @p bytes on @p dev and enqueue the copy of @p host into them on
+ * @p s (cudaMalloc + cudaMemcpyAsync). Host memory that is not pinned must
+ * stay unchanged until the stream has done the copy. */
+static inline keel_status_t example_upload(keel_device_t *dev, keel_stream_t *s, const void *host, size_t bytes,
+                                           void **dptr)
+{
+    void *d;
+    keel_status_t st = keel_malloc(dev, bytes, &d);
+    if (st != KEEL_OK)
+        return st;
+    if ((st = keel_memcpy_async(d, host, bytes, s)) != KEEL_OK) {
+        keel_free(d);
+        return st;
+    }
+    *dptr = d;
+    return KEEL_OK;
 }
 
 /* One block of 256 threads per 256 elements, as a CUDA launch of

@@ -13,14 +13,8 @@
 
 #include <keel.h>
 
-#define CHECK(call)                                                                                  \
-    do {                                                                                             \
-        keel_status_t st_ = (call);                                                                  \
-        if (st_ != KEEL_OK) {                                                                        \
-            fprintf(stderr, "keel-matmul: %s failed: %s\n", #call, keel_last_error());               \
-            return 1;                                                                                \
-        }                                                                                            \
-    } while (0)
+#define EXAMPLE_NAME "keel-matmul"
+#include "example.h"
 
 /* C (m x n) = A (m x k) * B (k x n), row-major. One block computes a
  * 16 x 16 tile of C; each step loads a tile of A and of B into shared memory
@@ -55,15 +49,6 @@ static const char *source =
     "    }\n"
     "}\n";
 
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static float uniform(void)
-{
-    rng ^= rng >> 12;
-    rng ^= rng << 25;
-    rng ^= rng >> 27;
-    return (float)((double)((rng * 2685821657736338717ull) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
 int main(int argc, char **argv)
 {
     int m = 300, n = 200, k = 250;
@@ -86,10 +71,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "keel-matmul: out of host memory\n");
         return 1;
     }
-    for (size_t i = 0; i < sa; i++)
-        ha[i] = uniform();
-    for (size_t i = 0; i < sb; i++)
-        hb[i] = uniform();
+    uint64_t seed = example_seed(), rng = seed;
+    example_fill(ha, sa, -1, 1, &rng);
+    example_fill(hb, sb, -1, 1, &rng);
     for (size_t i = 0; i < sc; i++)
         hc[i] = NAN; /* an element the kernel never writes cannot pass */
 
@@ -151,7 +135,8 @@ int main(int argc, char **argv)
     free(hb);
     free(hc);
     if (bad) {
-        fprintf(stderr, "keel-matmul: FAILED: %zu of %zu elements wrong (worst error %.3g)\n", bad, sc, worst);
+        fprintf(stderr, "keel-matmul: FAILED: %zu of %zu elements wrong (worst error %.3g, seed %llu)\n", bad, sc,
+                worst, (unsigned long long)seed);
         return 1;
     }
     printf("keel-matmul: %dx%dx%d on %s verified (worst error %.2g), %.3f ms, %.2f GFLOP/s\n", m, n, k,

@@ -80,12 +80,9 @@ static int gemm(keel_device_t *dev, keel_stream_t *s)
         }
 
     void *da, *db, *dc;
-    CHECK(keel_malloc(dev, sizeof ha, &da));
-    CHECK(keel_malloc(dev, sizeof hb, &db));
-    CHECK(keel_malloc(dev, sizeof hc, &dc));
-    CHECK(keel_memcpy_async(da, ha, sizeof ha, s));
-    CHECK(keel_memcpy_async(db, hb, sizeof hb, s));
-    CHECK(keel_memcpy_async(dc, hc, sizeof hc, s));
+    CHECK(example_upload(dev, s, ha, sizeof ha, &da));
+    CHECK(example_upload(dev, s, hb, sizeof hb, &db));
+    CHECK(example_upload(dev, s, hc, sizeof hc, &dc));
 
     /* Zero the struct first: fields a later Keel adds then read as their
      * defaults. Leading dimensions count elements, as in cuBLAS. */
@@ -133,18 +130,13 @@ static int mlp(keel_device_t *dev, keel_stream_t *s)
     dense_ref(BATCH, HIDDEN, OUT, h, h_err, w2, b2, 0, ref, err);
 
     void *dx, *dw1, *db1, *dh, *dw2, *db2, *dy;
-    CHECK(keel_malloc(dev, sizeof x, &dx));
-    CHECK(keel_malloc(dev, sizeof w1, &dw1));
-    CHECK(keel_malloc(dev, sizeof b1, &db1));
-    CHECK(keel_malloc(dev, BATCH * HIDDEN * sizeof(float), &dh));
-    CHECK(keel_malloc(dev, sizeof w2, &dw2));
-    CHECK(keel_malloc(dev, sizeof b2, &db2));
+    CHECK(example_upload(dev, s, x, sizeof x, &dx));
+    CHECK(example_upload(dev, s, w1, sizeof w1, &dw1));
+    CHECK(example_upload(dev, s, b1, sizeof b1, &db1));
+    CHECK(example_upload(dev, s, w2, sizeof w2, &dw2));
+    CHECK(example_upload(dev, s, b2, sizeof b2, &db2));
+    CHECK(keel_malloc(dev, BATCH * HIDDEN * sizeof(float), &dh)); /* the hidden layer stays on the device */
     CHECK(keel_malloc(dev, sizeof y, &dy));
-    CHECK(keel_memcpy_async(dx, x, sizeof x, s));
-    CHECK(keel_memcpy_async(dw1, w1, sizeof w1, s));
-    CHECK(keel_memcpy_async(db1, b1, sizeof b1, s));
-    CHECK(keel_memcpy_async(dw2, w2, sizeof w2, s));
-    CHECK(keel_memcpy_async(db2, b2, sizeof b2, s));
 
     /* F.linear(x, w, b) on row-major tensors, as keel/ops.h spells it:
      * column-major with W transposed, m = out features, n = batch,

@@ -80,12 +80,10 @@ int main(int argc, char **argv)
         CHECK(keel_module_build(p->dev, source, "saxpy.kc", NULL, 0, &p->mod));
         CHECK(keel_module_get_kernel(p->mod, "saxpy", &saxpy));
         CHECK(keel_stream_create(p->dev, KEEL_STREAM_DEFAULT, 0, &p->stream));
-        CHECK(keel_malloc(p->dev, p->len * sizeof(float), (void **)&p->dx));
-        CHECK(keel_malloc(p->dev, p->len * sizeof(float), (void **)&p->dy));
-        /* Host memory that is not pinned must stay unchanged until the
-         * stream has copied it: it is not touched again before the waits. */
-        CHECK(keel_memcpy_async(p->dx, hx + p->off, p->len * sizeof(float), p->stream));
-        CHECK(keel_memcpy_async(p->dy, hy + p->off, p->len * sizeof(float), p->stream));
+        /* hx and hy are not pinned: they must stay unchanged until the
+         * stream has copied them, and are not touched again before the waits. */
+        CHECK(example_upload(p->dev, p->stream, hx + p->off, p->len * sizeof(float), (void **)&p->dx));
+        CHECK(example_upload(p->dev, p->stream, hy + p->off, p->len * sizeof(float), (void **)&p->dy));
         CHECK(KEEL_LAUNCH(saxpy, example_grid(p->len), example_block(), 0, p->stream, p->len, a,
                           (const float *)p->dx, p->dy));
         CHECK(keel_memcpy_async(hy + p->off, p->dy, p->len * sizeof(float), p->stream));
