@@ -168,7 +168,8 @@ run_examples() {
     out=$OUTDIR/examples.txt
     : >"$out"
     for ex in "examples/keel-hello" "examples/keel-demo" "examples/keel-demo --native" "examples/keel-matmul 1000 700 900" \
-        "examples/aot/keel-aot $BUILD/examples/aot/scale.keelmod"; do
+        "examples/aot/keel-aot $BUILD/examples/aot/scale.keelmod" "examples/keel-mlp" "examples/keel-streams" \
+        "examples/keel-graph" "examples/keel-multi-device" "examples/keel-errors"; do
         bin=$(real_binary "$BUILD/${ex%% *}")
         args=$(echo "$ex" | cut -s -d' ' -f2-)
         echo "\$ KEEL_BACKEND=cuda $ex" >>"$out"
