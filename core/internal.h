@@ -116,6 +116,8 @@ struct keel_module {
     struct keel_kernel **kernels; /* looked-up kernels, owned */
     size_t nkernels, capkernels;
     struct keel__ksource *sigs;   /* kernels' signatures (portable sources, module files), owned; or NULL */
+    struct keel__global *globals; /* variables handed out, each in the registry (core/module_global.c), owned */
+    size_t nglobals, capglobals;
 };
 
 struct keel_graph {
@@ -153,6 +155,26 @@ KEEL_HIDDEN void keel__sigs_free(struct keel__ksource *sigs);
  * @p path is one (the result in *st), 0 when it is not. */
 KEEL_HIDDEN int keel__module_file_load(struct keel_device *d, const char *path, keel_module_t **module,
                                        keel_status_t *st);
+
+/* Takes the module's variables out of the registry, once every device a
+ * copy handed them to is done (keel_module_unload; the module's own device
+ * is idle already). A failure leaves the module as it was. */
+KEEL_HIDDEN keel_status_t keel__module_globals_release(struct keel_module *m);
+
+/* ---- shared objects mapped as a fresh copy (core/image_file.c) ---- */
+#define KEEL__IMAGE_FILE_PASSES 16
+typedef struct keel__image_file {
+    int fd;
+    char path[4200];   /* the name to give dlopen while the file is open */
+    char tmp[4200];    /* a temporary file that close removes, or "" */
+    int passed[KEEL__IMAGE_FILE_PASSES], npassed;
+} keel__image_file_t;
+/* Writes @p image into an anonymous file (a memfd, else a temporary file)
+ * whose path names no library loaded already, so that dlopen of f->path
+ * maps a copy of its own. 0, or -1 with the reason in why. */
+KEEL_HIDDEN int keel__image_file_open(keel__image_file_t *f, const void *image, size_t size, char *why, size_t cap);
+/* Closes the file (dlopen keeps what it mapped). */
+KEEL_HIDDEN void keel__image_file_close(keel__image_file_t *f);
 
 /* ---- the run-time compilation cache (core/cache.c) ---- */
 KEEL_HIDDEN void keel__hash_init(uint64_t h[2]);
@@ -194,7 +216,7 @@ typedef struct keel__alloc {
     keel_memory_kind_t kind;
     struct keel_device *device;
     int stream_ordered;           /* from keel_malloc_async: freed through free_async */
-    int foreign;                  /* not Keel's own: KEEL__FOREIGN_DLPACK or KEEL__FOREIGN_REGISTERED */
+    int foreign;                  /* not Keel's own: one of KEEL__FOREIGN_* */
     /* Devices other than the owner whose streams were handed the block by
      * a copy or memset, one bit each (keel__reach_bit): keel_free waits for
      * them too. Bits are only ever added while the block lives. */
@@ -203,7 +225,8 @@ typedef struct keel__alloc {
 /* Where memory the registry holds but Keel did not allocate comes from. */
 enum {
     KEEL__FOREIGN_DLPACK = 1,     /* another library's, imported through DLPack (core/dlpack.c) */
-    KEEL__FOREIGN_REGISTERED = 2  /* the application's, pinned by keel_host_register (core/host_register.c) */
+    KEEL__FOREIGN_REGISTERED = 2, /* the application's, pinned by keel_host_register (core/host_register.c) */
+    KEEL__FOREIGN_MODULE = 3      /* a module's variable, from keel_module_get_global (core/module_global.c) */
 };
 KEEL_HIDDEN keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kind,
                                              struct keel_device *dev, int stream_ordered);

@@ -91,6 +91,8 @@ keel_status_t keel_module_unload(keel_module_t *module)
     if (waited != KEEL_OK)
         return keel__prefix_error(waited, "keel_module_unload: the module stays loaded (call again): %s reported",
                                   d->name);
+    if ((waited = keel__module_globals_release(module)) != KEEL_OK)
+        return waited;
     const keel_kernel_vtable_t *kv = module->device->plugin->kernel;
     for (size_t i = 0; i < module->nkernels; i++) {
         struct keel_kernel *k = module->kernels[i];

@@ -209,64 +209,16 @@ static const keel__modfile_entry_t *pick_entry(const keel__modfile_entry_t *e, u
     return NULL;
 }
 
-/* Opens CPU code held in memory: dlopen needs a file, so it gets an
- * anonymous one (memfd), or a temporary file where that is missing. */
+/* Opens CPU code held in memory, through a file of its own. */
 static keel_status_t load_cpu_image(struct keel_device *d, const void *image, size_t size, const char *path,
                                     void **ctx)
 {
-    char fdpath[64];
-    int fd = memfd_create("keel-module", MFD_CLOEXEC);
-    char tmp[4200] = "";
-    if (fd < 0) {
-        const char *t = getenv("TMPDIR");
-        snprintf(tmp, sizeof tmp, "%s/keel-module-XXXXXX", t && t[0] ? t : "/tmp");
-        fd = mkstemp(tmp);
-        if (fd < 0)
-            return keel__set_error(KEEL_ERROR_COMPILE_FAILED, "keel_module_load_file: %s: no file for its CPU code: %s",
-                                   path, strerror(errno));
-    }
-    size_t done = 0;
-    while (done < size) {
-        ssize_t w = write(fd, (const char *)image + done, size - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        done += (size_t)w;
-    }
-    keel_status_t st = KEEL_OK;
-    /* glibc finds a loaded library by its name before it looks at the file:
-     * a /proc/self/fd path whose number an earlier module file's memfd had
-     * (closed after its dlopen, its code still loaded) would give back that
-     * earlier code. The file moves to a number no loaded library is named
-     * by; the numbers passed over stay taken until the load is done. */
-    int passed[16], npassed = 0;
-    snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
-    while (!tmp[0] && done == size) {
-        void *loaded = dlopen(fdpath, RTLD_LAZY | RTLD_NOLOAD);
-        if (!loaded)
-            break;
-        dlclose(loaded);
-        int moved = npassed < 16 ? fcntl(fd, F_DUPFD_CLOEXEC, fd + 1) : -1;
-        if (moved < 0) {
-            st = keel__set_error(KEEL_ERROR_COMPILE_FAILED, "keel_module_load_file: %s: no file name for its CPU code",
-                                 path);
-            break;
-        }
-        passed[npassed++] = fd;
-        fd = moved;
-        snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
-    }
-    if (done != size)
-        st = keel__set_error(KEEL_ERROR_COMPILE_FAILED, "keel_module_load_file: %s: writing its CPU code: %s", path,
-                             strerror(errno));
-    else if (st == KEEL_OK)
-        st = d->plugin->kernel->module_load_file(d->ctx, tmp[0] ? tmp : fdpath, ctx);
-    close(fd);
-    while (npassed > 0)
-        close(passed[--npassed]);
-    if (tmp[0])
-        unlink(tmp);
+    keel__image_file_t f;
+    char why[256];
+    if (keel__image_file_open(&f, image, size, why, sizeof why) != 0)
+        return keel__set_error(KEEL_ERROR_COMPILE_FAILED, "keel_module_load_file: %s: %s", path, why);
+    keel_status_t st = d->plugin->kernel->module_load_file(d->ctx, f.path, ctx);
+    keel__image_file_close(&f);
     return st;
 }
 

@@ -128,6 +128,11 @@ static keel_status_t foreign_memory(const char *fn, const void *ptr, const keel_
         return keel__set_error(KEEL_ERROR_INVALID_POINTER,
                                "%s: %p is host memory registered with keel_host_register (%zu bytes for %s); "
                                "keel_host_unregister releases it", fn, ptr, a->size, a->device->name);
+    if (a->foreign == KEEL__FOREIGN_MODULE)
+        return keel__set_error(KEEL_ERROR_INVALID_POINTER,
+                               "%s: %p is a variable of a module (%zu bytes on %s, from keel_module_get_global); it "
+                               "lives as long as its module, until keel_module_unload", fn, ptr, a->size,
+                               a->device->name);
     return keel__set_error(KEEL_ERROR_INVALID_POINTER,
                            "%s: %p is memory of another library imported through DLPack (%zu bytes on %s); "
                            "keel_dlpack_release gives it back", fn, ptr, a->size, a->device->name);

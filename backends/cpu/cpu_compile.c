@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -195,6 +196,48 @@ static void build_key(const cpu_build_t *b, const char *source, const char *name
     keel__hash_str(key, source);
 }
 
+/* dlopen of a file that is loaded already gives back the same handle, and
+ * with it the same globals: two modules of one file (on two CPU devices,
+ * or two builds of one source that the cache answers with one shared
+ * object) would share their keel_global variables, where two GPU modules
+ * each have their own. Such a second module maps a copy of the file. The
+ * lock makes the check and the open one step for concurrent loads. */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *open_copy(const char *path, char *why, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(why, cap, "reading it for a copy of its own: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    if (st.st_size <= 0) { /* keel__elf_check saw its headers: it changed meanwhile */
+        snprintf(why, cap, "reading it for a copy of its own: it is empty now");
+        close(fd);
+        return NULL;
+    }
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        snprintf(why, cap, "reading it for a copy of its own: %s", strerror(errno));
+        return NULL;
+    }
+    keel__image_file_t f;
+    void *dl = NULL;
+    if (keel__image_file_open(&f, map, (size_t)st.st_size, why, cap) == 0) {
+        if (!(dl = dlopen(f.path, RTLD_NOW | RTLD_LOCAL))) {
+            const char *e = dlerror();
+            snprintf(why, cap, "%s", e ? e : "dlopen failed");
+        }
+        keel__image_file_close(&f);
+    }
+    munmap(map, (size_t)st.st_size);
+    return dl;
+}
+
 /* Opens the shared object at @p path as a CPU module. */
 keel_status_t keel__cpu_module_open(cpu_device_t *d, const char *path, const char *fn, void **module_ctx)
 {
@@ -215,13 +258,21 @@ keel_status_t keel__cpu_module_open(cpu_device_t *d, const char *path, const cha
         return keel__fault_fail(KEEL_ERROR_COMPILE_FAILED, "%s: %s is not a loadable CPU module: dlopen failed", fn,
                                 path);
     }
-    m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    char why[1024] = "";
+    pthread_mutex_lock(&open_lock);
+    void *loaded = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (loaded) {
+        dlclose(loaded);
+        m->dl = open_copy(path, why, sizeof why);
+    } else if (!(m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
+        const char *e = dlerror();
+        snprintf(why, sizeof why, "%s", e ? e : "dlopen failed");
+    }
+    pthread_mutex_unlock(&open_lock);
     if (!m->dl) {
-        const char *why = dlerror();
         free(m);
         return CPU_ERR(KEEL_ERROR_COMPILE_FAILED,
-                       "%s: %s is not a loadable CPU module (a shared object of C kernels): %s", fn, path,
-                       why ? why : "dlopen failed");
+                       "%s: %s is not a loadable CPU module (a shared object of C kernels): %s", fn, path, why);
     }
     m->dev = d;
     snprintf(m->path, sizeof m->path, "%s", path);

@@ -4,7 +4,9 @@
  * (and references neither the kernel nor the caller's memory), so the caller
  * may reuse its variables, and release the kernel, as soon as it returns. */
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +101,83 @@ static keel_status_t cpu_module_get_kernel(void *module_ctx, const char *name, v
     k->blocks = (keel_cpu_blocks_fn_t)dlsym(m->dl, sym);
     k->dev = m->dev;
     *kernel_ctx = k;
+    return KEEL_OK;
+}
+
+/* Whether [p, p + size) lies in memory the module may write after loading:
+ * a writable segment outside its read-only-after-relocation part (a const
+ * variable is in neither, and a copy into it would fault). */
+typedef struct writable_query {
+    const struct link_map *lm;
+    uintptr_t lo, hi;
+    int found, writable;
+} writable_query_t;
+
+static int find_segment(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    writable_query_t *q = data;
+    if (info->dlpi_addr != q->lm->l_addr || strcmp(info->dlpi_name, q->lm->l_name) != 0)
+        return 0;
+    int in_load = 0, in_relro = 0;
+    for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t b = info->dlpi_addr + ph->p_vaddr, e = b + ph->p_memsz;
+        if (q->lo < b || q->hi > e)
+            continue;
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_W))
+            in_load = 1;
+        if (ph->p_type == PT_GNU_RELRO)
+            in_relro = 1;
+    }
+    q->found = 1;
+    q->writable = in_load && !in_relro;
+    return 1;
+}
+
+/* A variable of the module: a symbol of the module's own file (dlsym also
+ * searches what it links), an object, its size from the symbol table. */
+static keel_status_t cpu_module_get_global(void *module_ctx, const char *name, void **ptr, size_t *bytes)
+{
+    cpu_module_t *m = module_ctx;
+    const char *fn = "keel_module_get_global";
+    char desc[sizeof KEEL_CPU_KERNEL_SYMBOL_PREFIX + 256];
+    struct link_map *own = NULL, *lm = NULL;
+    const ElfW(Sym) *sym = NULL;
+    Dl_info info;
+    if (strlen(name) > 255)
+        return CPU_ERR(KEEL_ERROR_NOT_FOUND, "%s: a variable name of %zu characters is too long", fn, strlen(name));
+    dlerror();
+    void *p = dlsym(m->dl, name);
+    if (p && (dlinfo(m->dl, RTLD_DI_LINKMAP, &own) != 0 || !dladdr1(p, &info, (void **)&lm, RTLD_DL_LINKMAP) ||
+              lm != own))
+        p = NULL; /* another library's symbol */
+    if (p && (!dladdr1(p, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || info.dli_saddr != p))
+        sym = NULL;
+    int type = sym ? ELF64_ST_TYPE(sym->st_info) /* the same as ELF32_ST_TYPE */ : STT_NOTYPE;
+    if (!p || !sym || (type != STT_OBJECT && type != STT_COMMON)) {
+        snprintf(desc, sizeof desc, "%s%s", KEEL_CPU_KERNEL_SYMBOL_PREFIX, name);
+        if (dlsym(m->dl, desc))
+            return CPU_ERR(KEEL_ERROR_NOT_FOUND,
+                           "%s: '%s' is a kernel of %s, not a variable (look it up with keel_module_get_kernel)", fn,
+                           name, m->path);
+        if (p && sym && (type == STT_FUNC || type == STT_GNU_IFUNC))
+            return CPU_ERR(KEEL_ERROR_NOT_FOUND, "%s: '%s' is a function of %s, not a variable", fn, name, m->path);
+        if (p && sym && type == STT_TLS)
+            return CPU_ERR(KEEL_ERROR_NOT_FOUND, "%s: '%s' of %s is a thread-local variable, which is no device "
+                           "memory", fn, name, m->path);
+        return CPU_ERR(KEEL_ERROR_NOT_FOUND,
+                       "%s: %s has no variable '%s' (declare it keel_global or keel_constant at file scope; in a CPU "
+                       "module of C kernels, a global of default visibility)", fn, m->path, name);
+    }
+    writable_query_t q = {own, (uintptr_t)p, (uintptr_t)p + sym->st_size, 0, 0};
+    dl_iterate_phdr(find_segment, &q);
+    if (!q.writable)
+        return CPU_ERR(KEEL_ERROR_NOT_SUPPORTED,
+                       "%s: '%s' of %s is read-only memory (declared const); Keel hands out writable variables only",
+                       fn, name, m->path);
+    *ptr = p;
+    *bytes = sym->st_size;
     return KEEL_OK;
 }
 
@@ -311,4 +390,5 @@ const keel_kernel_vtable_t keel__cpu_kernel_vtable = {
     .get_attribute = cpu_kernel_get_attribute,
     .set_max_dynamic_shared = cpu_kernel_set_max_dynamic_shared,
     .max_active_blocks = cpu_kernel_max_active_blocks,
+    .module_get_global = cpu_module_get_global,
 };

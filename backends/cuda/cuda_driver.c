@@ -56,6 +56,7 @@ keel_status_t keel__cuda_driver_load(void)
         E(LibraryUnload, 0),
         E(LibraryGetKernel, 0),
         E(LibraryGetModule, 0),
+        E(LibraryGetGlobal, 0),
         E(KernelGetAttribute, 0),
         E(KernelSetAttribute, 0),
         E(KernelGetParamInfo, 1),

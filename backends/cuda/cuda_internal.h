@@ -82,6 +82,7 @@ struct keel__cuda_driver {
     CUresult (*LibraryUnload)(CUlibrary);
     CUresult (*LibraryGetKernel)(CUkernel *, CUlibrary, const char *);
     CUresult (*LibraryGetModule)(CUmodule *, CUlibrary);
+    CUresult (*LibraryGetGlobal)(CUdeviceptr *, size_t *, CUlibrary, const char *);
     CUresult (*KernelGetAttribute)(int *, CUfunction_attribute, CUkernel, CUdevice);
     CUresult (*KernelSetAttribute)(CUfunction_attribute, int, CUkernel, CUdevice);
     CUresult (*KernelGetParamInfo)(CUkernel, size_t, size_t *, size_t *);   /* may be NULL (driver < 12.4) */

@@ -304,6 +304,33 @@ static keel_status_t kern_max_active_blocks(void *kernel_ctx, int block_threads,
     return KEEL_OK;
 }
 
+/* A __device__ or __constant__ variable of the library, in the device's
+ * context (the library's globals are loaded into each context apart). */
+static keel_status_t mod_get_global(void *module_ctx, const char *name, void **ptr, size_t *bytes)
+{
+    keel__cuda_module_t *m = module_ctx;
+    CUdeviceptr dptr = 0;
+    size_t size = 0;
+    int pushed = keel__cuda_push_primary(m->dev);
+    CUresult res = keel__cu.LibraryGetGlobal(&dptr, &size, m->library, name);
+    CUkernel k = NULL;
+    int is_kernel = res == CUDA_ERROR_NOT_FOUND && keel__cu.LibraryGetKernel(&k, m->library, name) == CUDA_SUCCESS;
+    keel__cuda_pop_primary(pushed);
+    if (is_kernel)
+        return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND,
+                                          "keel_module_get_global: '%s' is a kernel of the module, not a variable "
+                                          "(look it up with keel_module_get_kernel)", name);
+    if (res == CUDA_ERROR_NOT_FOUND || res == CUDA_ERROR_INVALID_VALUE)
+        return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND,
+                                          "keel_module_get_global: the module has no variable '%s' (a __device__ or "
+                                          "__constant__ variable at namespace scope keeps its name)", name);
+    if (res != CUDA_SUCCESS)
+        return keel__cu_error(res, "keel_module_get_global", name);
+    *ptr = (void *)(uintptr_t)dptr;
+    *bytes = size;
+    return KEEL_OK;
+}
+
 const keel_kernel_vtable_t keel__cuda_kernel_vtable = {
     .struct_size = sizeof(keel_kernel_vtable_t),
     .module_load_data = mod_load_data,
@@ -317,4 +344,5 @@ const keel_kernel_vtable_t keel__cuda_kernel_vtable = {
     .get_attribute = kern_get_attribute,
     .set_max_dynamic_shared = kern_set_max_dynamic_shared,
     .max_active_blocks = kern_max_active_blocks,
+    .module_get_global = mod_get_global,
 };

@@ -210,6 +210,35 @@ static keel_status_t kern_max_active_blocks(void *kernel_ctx, int block_threads,
     return KEEL_OK;
 }
 
+/* A __device__ or __constant__ variable of the code object. */
+static keel_status_t mod_get_global(void *module_ctx, const char *name, void **ptr, size_t *bytes)
+{
+    keel__cuda_module_t *m = module_ctx;
+    hipDeviceptr_t dptr = NULL;
+    size_t size = 0;
+    gpuError_t err = keel__cuda_use_device(m->dev);
+    if (err == gpuSuccess)
+        err = hipModuleGetGlobal(&dptr, &size, m->library, name);
+    if (err == hipErrorNotFound || err == hipErrorInvalidValue || err == hipErrorInvalidSymbol) {
+        (void)gpuGetLastError();
+        hipFunction_t f = NULL;
+        int is_kernel = hipModuleGetFunction(&f, m->library, name) == gpuSuccess;
+        (void)gpuGetLastError();
+        if (is_kernel)
+            return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND,
+                                              "keel_module_get_global: '%s' is a kernel of the module, not a "
+                                              "variable (look it up with keel_module_get_kernel)", name);
+        return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND,
+                                          "keel_module_get_global: the module has no variable '%s' (a __device__ or "
+                                          "__constant__ variable at namespace scope keeps its name)", name);
+    }
+    if (err != gpuSuccess)
+        return keel__cuda_error(err, "keel_module_get_global", name);
+    *ptr = (void *)dptr;
+    *bytes = size;
+    return KEEL_OK;
+}
+
 const keel_kernel_vtable_t keel__cuda_kernel_vtable = {
     .struct_size = sizeof(keel_kernel_vtable_t),
     .module_load_data = mod_load_data,
@@ -223,4 +252,5 @@ const keel_kernel_vtable_t keel__cuda_kernel_vtable = {
     .get_attribute = kern_get_attribute,
     .set_max_dynamic_shared = kern_set_max_dynamic_shared,
     .max_active_blocks = kern_max_active_blocks,
+    .module_get_global = mod_get_global,
 };

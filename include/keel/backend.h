@@ -195,6 +195,12 @@ typedef struct keel_kernel_vtable {
     keel_status_t (*set_max_dynamic_shared)(void *kernel_ctx, size_t bytes);
     /** optional; *blocks = 0 for a launch that launch() would refuse */
     keel_status_t (*max_active_blocks)(void *kernel_ctx, int block_threads, size_t shared_bytes, int *blocks);
+    /** optional: the device address and size in bytes of the module's
+     *  variable @p name (a __device__ or __constant__ variable, a keel_global
+     *  or keel_constant one), valid until module_unload. NOT_FOUND (with
+     *  set_error) when the module has no such variable or the name is a
+     *  function's. The core caches the result per name. */
+    keel_status_t (*module_get_global)(void *module_ctx, const char *name, void **ptr, size_t *bytes);
 } keel_kernel_vtable_t;
 
 typedef struct keel_graph_vtable {

@@ -140,6 +140,32 @@ KEEL_API keel_status_t keel_module_unload(keel_module_t *module);
 KEEL_API keel_status_t keel_module_get_kernel(keel_module_t *module, const char *name, keel_kernel_t **kernel);
 
 /**
+ * @brief The device memory of the module's variable @p name
+ *        (cuModuleGetGlobal, cudaGetSymbolAddress): a __device__ or
+ *        __constant__ variable at namespace scope of CUDA or HIP code, a
+ *        keel_global or keel_constant one of a portable kernel, a writable
+ *        global of default visibility of a CPU module.
+ *
+ * The pointer is memory of the module's device, known to Keel's copies and
+ * memsets for as long as the module lives: keel_memcpy() to it is
+ * cudaMemcpyToSymbol, from it cudaMemcpyFromSymbol, and a copy past its end
+ * is refused. Each module has variables of its own, also two modules of the
+ * same code (on the CPU as on a GPU).
+ * @param[in] name the variable's name as the code declares it (C++ does not
+ *            mangle the names of variables at namespace scope).
+ * @param[out] ptr its device address, written only on success.
+ * @param[out] bytes its size in bytes (may be NULL).
+ * @return KEEL_ERROR_NOT_FOUND naming the variable and the module when the
+ *         module has no variable of that name, or the name is a kernel's;
+ *         KEEL_ERROR_NOT_SUPPORTED on a backend without module globals, and
+ *         on the CPU for a variable in read-only memory (declared const).
+ * Ownership: the memory belongs to the module; keel_free() refuses it, and
+ * keel_module_unload() ends it (the pointer is then unknown to Keel). Looking
+ * up the same name twice gives the same pointer.
+ */
+KEEL_API keel_status_t keel_module_get_global(keel_module_t *module, const char *name, void **ptr, size_t *bytes);
+
+/**
  * @brief Launch @p kernel on @p stream.
  * @param[in] grid number of blocks in x, y, z (each > 0).
  * @param[in] block threads per block in x, y, z (each > 0, product within the device's limit).

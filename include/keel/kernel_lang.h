@@ -114,6 +114,10 @@ static const int __keel_one_dim KEEL__UNUSED = 0;
 #define keel_block_size(x, y, z) __launch_bounds__((x) * (y) * (z))
 #define keel_device static __device__ inline
 #define keel_restrict __restrict__
+/* File-scope variables: device memory that keel_module_get_global hands out
+ * by the variable's name (C++ does not mangle it at namespace scope). */
+#define keel_global __device__
+#define keel_constant __constant__
 
 /* Inserted at the top of a thread kernel's body by the translator. */
 #define KEEL__THREAD_BODY                                                                           \
@@ -455,6 +459,11 @@ static const int __keel_one_dim __attribute__((unused)) = 0;
 #define keel_block_size(x, y, z)
 #define keel_device static inline
 #define keel_restrict restrict
+/* File-scope variables: plain globals, visible to dlsym whatever
+ * -fvisibility KEEL_CPU_CFLAGS gives (keel_module_get_global). A constant
+ * is written by the host like any global. */
+#define keel_global __attribute__((visibility("default")))
+#define keel_constant __attribute__((visibility("default")))
 
 /* The translator gives a thread kernel these leading parameters (the block,
  * the thread's x index and global x index, its y and z, the block's x, which
