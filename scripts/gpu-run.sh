@@ -237,7 +237,7 @@ run_python() {
     rm -rf "$site" "$ROOT/python/build"
     {
         echo "\$ KEEL_BUILD_DIR=build-gpu python3 -m pip install --no-build-isolation --no-deps --target $site ./python"
-        KEEL_BUILD_DIR=$BUILD "$py" -m pip install -q --no-build-isolation --no-deps --no-index --target "$site" \
+        KEEL_BUILD_DIR=$BUILD KEEL_SOURCE_DIR=$ROOT "$py" -m pip install -q --no-build-isolation --no-deps --no-index --target "$site" \
             "$ROOT/python" 2>&1 | tail -n 20
         echo "\$ KEEL_BACKEND=cuda python3 -m pytest python/tests"
         KEEL_BACKEND=cuda PYTHONPATH=$site PYTHONUNBUFFERED=1 timeout "${PYTHON_BUDGET:-240}" "$py" -m pytest -q \
