@@ -44,6 +44,9 @@ prepare() {
         p=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
         [ -n "$p" ] && cp -L "$p" .gpu-lib/
     done
+    # The DLPack header the Python package builds with (Debian's libdlpack-dev).
+    mkdir -p .gpu-include/dlpack
+    [ -f /usr/include/dlpack/dlpack.h ] && cp /usr/include/dlpack/dlpack.h .gpu-include/dlpack/
     # The libtool archives and objects are not needed there; the rest is.
     echo "prepare: build-gpu is $(du -sh --exclude='*.o' --exclude='*.lo' . | cut -f1) without objects"
     ls .libs/*.so* 2>/dev/null
@@ -237,10 +240,10 @@ run_python() {
     rm -rf "$site" "$ROOT/python/build"
     {
         echo "\$ KEEL_BUILD_DIR=build-gpu python3 -m pip install --no-build-isolation --no-deps --target $site ./python"
-        KEEL_BUILD_DIR=$BUILD KEEL_SOURCE_DIR=$ROOT "$py" -m pip install -q --no-build-isolation --no-deps --no-index --target "$site" \
+        CFLAGS="-I$BUILD/.gpu-include" KEEL_BUILD_DIR=$BUILD KEEL_SOURCE_DIR=$ROOT "$py" -m pip install -q --no-build-isolation --no-deps --no-index --target "$site" \
             "$ROOT/python" 2>&1 | tail -n 20
         echo "\$ KEEL_BACKEND=cuda python3 -m pytest python/tests"
-        KEEL_BACKEND=cuda PYTHONPATH=$site PYTHONUNBUFFERED=1 timeout "${PYTHON_BUDGET:-240}" "$py" -m pytest -q \
+        KEEL_BACKEND=cuda PYTHONPATH=$site PYTHONUNBUFFERED=1 timeout "${PYTHON_BUDGET:-240}" "$py" -m pytest -q -rs \
             -p no:cacheprovider "$ROOT/python/tests" >"$OUTDIR/pytest.log" 2>&1
         echo "pytest rc=$?"
         tail -n 40 "$OUTDIR/pytest.log"

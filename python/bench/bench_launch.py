@@ -93,7 +93,10 @@ def other_sides(dev, sides, sync):
     if dev.backend != "cuda":
         return ["cuda.core, CuPy, torch: not measured (the device is not CUDA)"]
     try:
-        from cuda.core.experimental import Device, LaunchConfig, Program, ProgramOptions, launch
+        try:  # cuda.core's names moved out of .experimental in its later releases
+            from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+        except ImportError:
+            from cuda.core.experimental import Device, LaunchConfig, Program, ProgramOptions, launch
         d = Device(dev.index)
         d.set_current()
         cs = d.create_stream()
