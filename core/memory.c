@@ -339,3 +339,19 @@ keel_status_t keel_pointer_get_info(const void *ptr, keel_pointer_info_t *info)
     memcpy(info, &full, info->struct_size < sizeof(full) ? info->struct_size : sizeof(full));
     return KEEL_OK;
 }
+
+void keel__memory_teardown(int (*backend_ok)(const struct keel_device *d))
+{
+    keel__alloc_t a;
+    while (keel__registry_take_any(&a)) {
+        struct keel_device *d = a.device;
+        if (!backend_ok(d))
+            continue;
+        /* Every stream of the device is idle by now, so even a
+         * stream-ordered block goes back at once (as cudaFree takes one). */
+        keel_status_t st = d->plugin->memory->free(d->ctx, a.kind, (void *)a.base);
+        if (st != KEEL_OK)
+            keel__log(KEEL_LOG_WARN, "keel_finalize: releasing %zu bytes of %s memory at %p on %s: %s", a.size,
+                      kind_name(a.kind), (void *)a.base, d->name, keel_status_name(st));
+    }
+}
