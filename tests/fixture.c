@@ -75,6 +75,13 @@ static void enumerate(void)
     }
 }
 
+void kt_devices_refresh(void)
+{
+    ndevices = -1;
+    kt_dev = NULL;
+    enumerate();
+}
+
 int kt_device_count(void)
 {
     enumerate();

@@ -26,6 +26,9 @@
 
 /* Number of devices under test (0 when none; kt_main then skips). */
 int kt_device_count(void);
+/* Finds the devices under test again, after keel_finalize made their
+ * handles stale (it initializes Keel again). */
+void kt_devices_refresh(void);
 /* Device @p i of them. */
 keel_device_t *kt_device(int i);
 /* The current device: set by the loop-test prologue KT_DEVICE_TEST. */
