@@ -29,13 +29,15 @@ static struct handle_header *live;
 static unsigned char *chunk;     /* the part of the newest mapping not handed out yet */
 static size_t chunk_left;
 
-/* pool_lock held: n bytes (a multiple of max_align_t) of fresh handle memory. */
+/* pool_lock held: n bytes (a multiple of max_align_t) of fresh handle
+ * memory. Each is a host allocation for KEEL_FAULT, as when handles came
+ * from malloc, whether or not it maps a new page. */
 static void *carve_locked(size_t n)
 {
+    if (KEEL__FAULT(KEEL_FAULT_HOST_ALLOC))
+        return NULL;
     if (n > chunk_left) {
         size_t map = n > CHUNK_BYTES ? n : CHUNK_BYTES;
-        if (KEEL__FAULT(KEEL_FAULT_HOST_ALLOC))
-            return NULL;
         void *m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED)
             return NULL;

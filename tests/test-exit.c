@@ -397,9 +397,8 @@ static void *init_finalize_loop(void *p)
 {
     long fails = 0;
     for (int i = 0; i < 25; i++) {
+        /* Only these two: no other call may run beside a keel_finalize. */
         fails += keel_init() != KEEL_OK;
-        keel_backend_t *b = NULL;
-        fails += keel_backend_find("cpu", &b) != KEEL_OK;
         fails += keel_finalize() != KEEL_OK;
     }
     *(long *)p = fails;
