@@ -221,22 +221,7 @@ long kt_check_f32(const float *got, const double *ref, size_t n, double rtol, do
 
 /* ---- kernels ---- */
 
-static void saxpy_cpu(const keel_cpu_kernel_ctx_t *ctx, void **args)
-{
-    int n = *(const int *)args[0];
-    float a = *(const float *)args[1];
-    const float *x = *(const float *const *)args[2];
-    float *y = *(float *const *)args[3];
-    KEEL_CPU_FOR_EACH_THREAD(ctx, t)
-    {
-        long i = (long)ctx->block_idx.x * ctx->block_dim.x + t.x;
-        if (i < n)
-            y[i] = a * x[i] + y[i];
-    }
-}
-
-static const keel_cpu_kernel_desc_t saxpy_desc = {
-    KEEL_CPU_KERNEL_ABI, "saxpy", saxpy_cpu, 4, {sizeof(int), sizeof(float), sizeof(float *), sizeof(float *)}};
+#include "cpu_saxpy.h"
 
 static const char saxpy_gpu_source[] =
     "extern \"C\" __global__ void saxpy(int n, float a, const float *x, float *y)\n"

@@ -43,22 +43,7 @@ static void die(const char *what, keel_status_t st)
             die(#call, st_);                     \
     } while (0)
 
-static void saxpy_cpu(const keel_cpu_kernel_ctx_t *ctx, void **args)
-{
-    int n = *(const int *)args[0];
-    float a = *(const float *)args[1];
-    const float *x = *(const float *const *)args[2];
-    float *y = *(float *const *)args[3];
-    KEEL_CPU_FOR_EACH_THREAD(ctx, t)
-    {
-        long i = (long)ctx->block_idx.x * ctx->block_dim.x + t.x;
-        if (i < n)
-            y[i] = a * x[i] + y[i];
-    }
-}
-
-static const keel_cpu_kernel_desc_t saxpy_desc = {
-    KEEL_CPU_KERNEL_ABI, "saxpy", saxpy_cpu, 4, {sizeof(int), sizeof(float), sizeof(float *), sizeof(float *)}};
+#include "cpu_saxpy.h"
 
 static const char *scale_source = "keel_kernel void scale(int n, float a, float *x)\n"
                                   "{\n"
