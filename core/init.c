@@ -14,15 +14,17 @@
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int init_done;
 static int init_transient;    /* this run's failure may pass */
-static keel_status_t init_status;
+/* Atomic: the fast path reads them beside a keel_finalize and a new run
+ * (seq_cst loads are plain loads on the machines that matter). */
+static _Atomic keel_status_t init_status;
 static char init_detail[2048];
 /* The environment's own verdict, apart from the selection's: a value that
  * cannot be parsed fails every path to a device, an explicit
  * keel_device_get as much as the default device; a selection that finds
  * no usable backend fails only the default device. */
-static keel_status_t env_status;
+static _Atomic keel_status_t env_status;
 static char env_detail[2048];
-static struct keel_device *default_device;
+static struct keel_device *_Atomic default_device;
 /* Something was set up since the last teardown (a run of keel_init). */
 static int init_ran;
 /* The teardown at process exit has begun: Keel starts no more. */
@@ -159,7 +161,7 @@ static void select_default(const char *backend_env, char names[][32], int n, lon
             return;
         }
         default_device = &b->devices[device_index];
-        keel__log(KEEL_LOG_INFO, "selected %s (%s)", default_device->name, b->description);
+        keel__log(KEEL_LOG_INFO, "selected %s (%s)", b->devices[device_index].name, b->description);
         return;
     }
     keel__set_error(KEEL_ERROR_BACKEND_UNAVAILABLE,
@@ -283,8 +285,14 @@ static keel_status_t verdict(int env_only)
         return st == KEEL_OK ? KEEL_OK : keel__set_error(st, "%s", detail);
     }
     st = env_only ? env_status : init_status;
-    if (KEEL__UNLIKELY(st != KEEL_OK))
-        return keel__set_error(st, "%s", env_only ? env_detail : init_detail);
+    if (KEEL__UNLIKELY(st != KEEL_OK)) {
+        /* The detail under the lock: a keel_finalize and a new run may be rewriting it. */
+        char detail[sizeof init_detail];
+        pthread_mutex_lock(&init_lock);
+        snprintf(detail, sizeof detail, "%s", env_only ? env_detail : init_detail);
+        pthread_mutex_unlock(&init_lock);
+        return keel__set_error(st, "%s", detail);
+    }
     return KEEL_OK;
 }
 
