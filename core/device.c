@@ -350,14 +350,15 @@ void keel__devices_close(int (*backend_ok)(const struct keel_device *d))
         for (int j = 0; b->status == KEEL_OK && j < b->device_count; j++) {
             struct keel_device *d = &b->devices[j];
             if (atomic_load(&d->opened)) {
-                if (backend_ok(d))
+                if (backend_ok(d)) {
                     keel__stream_forget(d->default_stream, 1);
-                else
-                    keel__handle_release(d->default_stream);
-                if (backend_ok(d) && d->plugin->device->close)
-                    d->plugin->device->close(d->ctx);
-                d->default_stream = NULL;
-                d->ctx = NULL;
+                    if (d->plugin->device->close)
+                        d->plugin->device->close(d->ctx);
+                    d->default_stream = NULL;
+                    d->ctx = NULL;
+                } else {
+                    keel__handle_release(d->default_stream);   /* the device keeps its context */
+                }
                 atomic_store(&d->opened, 0);
             }
             pthread_mutex_destroy(&d->open_lock);

@@ -12,7 +12,7 @@
  * everything as it is rather than hang the exit or free what runs. */
 #define EXIT_WAIT_SECONDS 2
 
-static int at_exit_mode;
+static int at_exit_mode, forked_mode;
 
 /* At exit a plugin whose devices were opened is left alone: its vendor's
  * runtime may already have been torn down by its own exit handler (the
@@ -21,6 +21,8 @@ static int at_exit_mode;
  * the process ends. The built-in CPU backend is always released. */
 static int backend_kept(const struct keel_backend *b)
 {
+    if (forked_mode)
+        return b->status == KEEL_OK;
     if (!at_exit_mode || b->builtin || b->status != KEEL_OK)
         return 0;
     for (int i = 0; i < b->device_count; i++)
@@ -127,10 +129,11 @@ static void release_objects(void)
     }
 }
 
-int keel__teardown(int at_exit)
+int keel__teardown(int mode)
 {
-    at_exit_mode = at_exit;
-    if (at_exit) {
+    at_exit_mode = mode == KEEL__TEARDOWN_EXIT;
+    forked_mode = mode == KEEL__TEARDOWN_FORKED;
+    if (at_exit_mode) {
         /* A pool helper's kernel is part of a launch whose worker waits for
          * it: that stream will not become idle while this thread exits. */
         if (keel__cpu_thread_role() == 2)
@@ -138,14 +141,18 @@ int keel__teardown(int at_exit)
         keel__cpu_exit_begin();
         if (quiesce_cpu() != 0)
             return -1;
-    } else {
+    } else if (!forked_mode) {
         synchronize_all();
     }
+    /* What is left alone stays reachable from its handle (and no handle is
+     * made after the teardown at exit). */
+    keel__handle_keep_contents(forked_mode || at_exit_mode);
     keel__devices_flush(backend_ok);
     release_objects();
     keel__memory_teardown(backend_ok);
     keel__devices_close(backend_ok);
     keel__loader_teardown(backend_kept);
+    keel__handle_keep_contents(0);
     keel__registry_reset();
     keel__cpu_thread_scratch_free();
     return 0;

@@ -23,11 +23,17 @@ struct handle_header {
 
 #define CHUNK_BYTES ((size_t)64 << 10)
 
+/* LeakSanitizer does not scan memory it did not allocate: where it runs,
+ * the handle pages are registered as roots, so that what a live handle
+ * points to is not reported as leaked. */
+extern void __lsan_register_root_region(const void *p, size_t size) __attribute__((weak));
+
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct handle_header *parked;
 static struct handle_header *live;
 static unsigned char *chunk;     /* the part of the newest mapping not handed out yet */
 static size_t chunk_left;
+static int keep_contents;        /* keel__handle_keep_contents */
 
 /* pool_lock held: n bytes (a multiple of max_align_t) of fresh handle
  * memory. Each is a host allocation for KEEL_FAULT, as when handles came
@@ -41,6 +47,8 @@ static void *carve_locked(size_t n)
         void *m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED)
             return NULL;
+        if (__lsan_register_root_region)
+            __lsan_register_root_region(m, map);
         chunk = m;
         chunk_left = map;
     }
@@ -87,9 +95,10 @@ void keel__handle_release(void *obj)
     if (!obj)
         return;
     struct handle_header *h = (struct handle_header *)((char *)obj - offsetof(struct handle_header, align));
-    memset(obj, 0, h->size);
-    *(uint32_t *)obj = KEEL__MAGIC_DEAD;
     pthread_mutex_lock(&pool_lock);
+    if (!keep_contents)
+        memset(obj, 0, h->size);
+    *(uint32_t *)obj = KEEL__MAGIC_DEAD;
     if (h->live_prev)
         h->live_prev->live_next = h->live_next;
     else
@@ -97,8 +106,17 @@ void keel__handle_release(void *obj)
     if (h->live_next)
         h->live_next->live_prev = h->live_prev;
     h->live_prev = h->live_next = NULL;
-    h->next = parked;
-    parked = h;
+    if (!keep_contents) {
+        h->next = parked;
+        parked = h;
+    }
+    pthread_mutex_unlock(&pool_lock);
+}
+
+void keel__handle_keep_contents(int on)
+{
+    pthread_mutex_lock(&pool_lock);
+    keep_contents = on;
     pthread_mutex_unlock(&pool_lock);
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "core/internal.h"
 
 /* keel_init runs under init_lock until its verdict is final (init_done).
@@ -29,7 +30,10 @@ static struct keel_device *_Atomic default_device;
 static int init_ran;
 /* The teardown at process exit has begun: Keel starts no more. */
 static atomic_int exiting;
-static int log_applied;   /* a run again after a passing failure keeps the level the program set since */
+static int log_applied;
+/* The process that ran keel_init: in a child of fork, Keel's threads are not
+ * there, and nothing of the parent's may be waited for or joined. */
+static pid_t init_pid;   /* a run again after a passing failure keeps the level the program set since */
 
 #define MAX_PREFS 32
 
@@ -252,6 +256,7 @@ static void init_run(void)
         registered = atexit(at_exit) == 0;
     }
     init_ran = 1;
+    init_pid = getpid();
     init_status = env_status = KEEL_OK;
     init_detail[0] = env_detail[0] = '\0';
     init_transient = 0;
@@ -340,7 +345,7 @@ keel_status_t keel_finalize(void)
                                "runs (it would wait for itself)");
     pthread_mutex_lock(&init_lock);
     if (init_ran && !atomic_load(&exiting)) {
-        keel__teardown(0);
+        keel__teardown(getpid() == init_pid ? KEEL__TEARDOWN_FINALIZE : KEEL__TEARDOWN_FORKED);
         forget();
         keel__log(KEEL_LOG_INFO, "keel_finalize: everything released");
     }
@@ -359,9 +364,10 @@ static void at_exit(void)
     until.tv_sec += 1;
     if (pthread_mutex_timedlock(&init_lock, &until) != 0)
         return;
-    if (init_ran) {
+    /* A child of fork leaves the parent's objects to the system. */
+    if (init_ran && getpid() == init_pid) {
         atomic_store(&init_done, 0);   /* every later way in takes the lock and is refused */
-        if (keel__teardown(1) == 0)
+        if (keel__teardown(KEEL__TEARDOWN_EXIT) == 0)
             init_ran = 0;
     }
     pthread_mutex_unlock(&init_lock);

@@ -201,6 +201,10 @@ KEEL_HIDDEN void keel__handle_release(void *handle);
 /* The first live handle of this type for which pick (NULL: any) says 1, or
  * NULL: keel_finalize's walk over what the application did not destroy. */
 KEEL_HIDDEN void *keel__handle_find_live(uint32_t magic, int (*pick)(void *obj, void *arg), void *arg);
+/* While on, a released handle reads as destroyed but keeps what it points
+ * to, and is never reused: the teardown of objects it cannot release (a
+ * child of fork) leaves them reachable, not leaked. */
+KEEL_HIDDEN void keel__handle_keep_contents(int on);
 
 /* ---- releasing objects (keel_finalize, core/finalize.c) ----
  * Each releases the handle whatever its backend says; with backend 0 no
@@ -225,10 +229,13 @@ KEEL_HIDDEN void keel__devices_close(int (*backend_ok)(const struct keel_device 
 /* core/loader.c: shuts every backend down and unloads its plugin (not a
  * plugin for which keep says 1), forgets the plugin directories. */
 KEEL_HIDDEN void keel__loader_teardown(int (*keep)(const struct keel_backend *b));
-/* core/finalize.c: releases everything (init_lock held); at_exit: the
- * teardown at process exit. 0, or -1 when at exit something still runs and
- * everything was left as it was. */
-KEEL_HIDDEN int keel__teardown(int at_exit);
+/* core/finalize.c: releases everything (init_lock held). At exit: commands
+ * queued are skipped and GPU plugins in use left alone; in a child of fork:
+ * only Keel's records are released, no backend is called (the threads are
+ * the parent's). 0, or -1 when at exit something still runs and everything
+ * was left as it was. */
+enum { KEEL__TEARDOWN_FINALIZE, KEEL__TEARDOWN_EXIT, KEEL__TEARDOWN_FORKED };
+KEEL_HIDDEN int keel__teardown(int mode);
 
 /* ---- initialization and selection (core/init.c) ---- */
 /* Runs keel_init once; returns its status (environment/selection errors),

@@ -554,11 +554,18 @@ const char *keel__loader_search_path(int *count)
     return n > 0 ? search_path : "";
 }
 
+/* Backends left as they are (a GPU plugin at exit, every backend in a child
+ * of fork): their contexts stay reachable from here, not leaked. */
+static struct keel_backend left[MAX_BACKENDS];
+static int nleft;
+
 void keel__loader_teardown(int (*keep)(const struct keel_backend *b))
 {
     for (int i = 0; i < nbackends; i++) {
         struct keel_backend *b = &backends[i];
         int kept = keep(b);
+        if (kept && nleft < MAX_BACKENDS)
+            left[nleft++] = *b;
         if (b->status == KEEL_OK && !kept && b->plugin->shutdown)
             b->plugin->shutdown(b->ctx);
         if (b->devices) {

@@ -14,6 +14,10 @@
  *                   keel_finalize twice, stale calls, and exit()
  *   handlers        exit handlers registered before and after Keel's: the
  *                   later one still uses Keel, the earlier finds it shut down
+ *   fork            with streams busy, two children of fork: one calls
+ *                   exit() at once (the parent's threads are not in it:
+ *                   nothing may wait for them), the other keel_finalize and
+ *                   then the whole work afresh; the parent checks both
  *
  * It prints "ok <mode>" where the mode's checks passed and exits 0; a failed
  * check prints why and exits 1. KEEL_BACKEND=cpu and KEEL_CPU_DEVICES=2 are
@@ -24,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "keel.h"
 
@@ -237,8 +242,31 @@ int main(int argc, char **argv)
         check();
         late_stream = st[1];
         atexit(late_handler);
+    } else if (strcmp(mode, "fork") == 0) {
+        work();
+        keep_busy(3, 10);
+        fflush(stdout);
+        pid_t quick = fork();
+        if (quick == 0)
+            exit(0);
+        pid_t again = fork();
+        if (again == 0) {
+            OK(keel_finalize());
+            work();
+            OK(keel_stream_synchronize(st[0]));
+            check();
+            exit(0);
+        }
+        int s1 = -1, s2 = -1;
+        if (quick < 0 || again < 0 || waitpid(quick, &s1, 0) != quick || waitpid(again, &s2, 0) != again ||
+            !WIFEXITED(s1) || WEXITSTATUS(s1) != 0 || !WIFEXITED(s2) || WEXITSTATUS(s2) != 0) {
+            printf("FAIL children of fork: status %d and %d\n", s1, s2);
+            return 1;
+        }
+        OK(keel_stream_synchronize(st[0]));
+        check();
     } else {
-        fprintf(stderr, "usage: %s finalize|no-finalize|busy-thread|host-fn|after-finalize|handlers\n", argv[0]);
+        fprintf(stderr, "usage: %s finalize|no-finalize|busy-thread|host-fn|after-finalize|handlers|fork\n", argv[0]);
         return 2;
     }
     printf("ok %s\n", mode);

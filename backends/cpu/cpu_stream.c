@@ -176,9 +176,34 @@ void keel__cpu_stream_fail(cpu_stream_t *s, keel_status_t status, const char *fm
  * an event's record completes it, a stream-ordered free frees. */
 static atomic_int cpu_exiting;
 
+static void cpu_cmd_run(cpu_stream_t *s, cpu_cmd_t *c);
+
+/* Lock held: runs the queued commands as skipped ones (events complete,
+ * blocks go back) and frees their records. */
+static void cpu_stream_drop_queue_locked(cpu_stream_t *s)
+{
+    while (s->head) {
+        cpu_cmd_t *c = s->head;
+        s->head = c->next;
+        cpu_cmd_run(s, c);
+        keel__cpu_cmd_free(c);
+        atomic_fetch_add(&s->completed, 1);
+    }
+    s->tail = NULL;
+}
+
 void keel__cpu_exit_begin(void)
 {
     atomic_store(&cpu_exiting, 1);
+    /* On a worker (exit from a host function), nobody else runs this
+     * stream's queue: its event records complete now, so that other
+     * streams waiting on them can go idle. */
+    cpu_stream_t *own = keel__cpu_tls_stream;
+    if (own) {
+        pthread_mutex_lock(&own->lock);
+        cpu_stream_drop_queue_locked(own);
+        pthread_mutex_unlock(&own->lock);
+    }
 }
 
 static int cpu_cmd_skipped(const cpu_cmd_t *c)
@@ -378,13 +403,7 @@ keel_status_t keel__cpu_stream_sync(cpu_stream_t *s)
 static void cpu_stream_abandon_locked(cpu_stream_t *s)
 {
     s->stop = 1;
-    while (s->head) {
-        cpu_cmd_t *c = s->head;
-        s->head = c->next;
-        cpu_cmd_run(s, c);
-        keel__cpu_cmd_free(c);
-    }
-    s->tail = NULL;
+    cpu_stream_drop_queue_locked(s);
     if (s->running) {
         keel__cpu_cmd_free(s->running);
         s->running = NULL;
