@@ -139,7 +139,9 @@ KEEL_API keel_status_t keel_init(void);
  * Thread safety: no other thread may be inside a Keel call, or use a Keel
  * object, while keel_finalize() runs; concurrent calls of keel_finalize() and
  * keel_init() are serialized. Calling it again, or before Keel was ever used,
- * does nothing and returns KEEL_OK.
+ * does nothing and returns KEEL_OK. In a child of fork() it calls no backend
+ * (the threads are the parent's) and only forgets the parent's objects, so
+ * that the child may start Keel afresh.
  *
  * At exit: an exit handler (atexit, registered by the first initialization)
  * runs the same teardown with two differences. Commands still queued on CPU
@@ -151,6 +153,7 @@ KEEL_API keel_status_t keel_init(void);
  * already be gone, and the driver reclaims its objects. Exit handlers
  * registered after Keel's first initialization run before it and may use Keel;
  * later calls find it shut down (KEEL_ERROR_BACKEND_UNAVAILABLE, stale handles).
+ * In a child of fork() the exit handler does nothing.
  *
  * @return KEEL_OK; KEEL_ERROR_BUSY, with nothing released, when called from a
  *         host function or a kernel that Keel runs (it would wait for itself).
