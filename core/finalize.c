@@ -149,6 +149,7 @@ int keel__teardown(int mode)
     keel__handle_keep_contents(forked_mode || at_exit_mode);
     keel__devices_flush(backend_ok);
     release_objects();
+    keel__dlpack_teardown(!at_exit_mode && !forked_mode);
     keel__memory_teardown(backend_ok);
     keel__devices_close(backend_ok);
     keel__loader_teardown(backend_kept);

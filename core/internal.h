@@ -220,6 +220,10 @@ KEEL_HIDDEN void keel__stream_forget(struct keel_stream *stream, int backend);
 /* core/memory.c: gives every live allocation and every freed block the core
  * holds back to its backend (none of a device for which backend_ok says 0). */
 KEEL_HIDDEN void keel__memory_teardown(int (*backend_ok)(const struct keel_device *d));
+/* core/dlpack.c: releases every imported tensor the application did not,
+ * calling its producer's deleter when deleters is set (not at exit, where
+ * the producer may be gone, nor in a child of fork). */
+KEEL_HIDDEN void keel__dlpack_teardown(int deleters);
 /* core/device.c: flush: frees the blocks the streams of every opened device
  * keep for reuse; close: the default stream and the device itself of every
  * opened device (backend_ok as above), after which no device is open and

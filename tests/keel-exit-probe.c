@@ -19,6 +19,8 @@
  *                   nothing may wait for them), the other keel_finalize and
  *                   then the whole work afresh; the parent checks both
  *
+ * Besides Keel's own objects, work() pins memory of the program's
+ * (keel_host_register) and imports a DLPack tensor of "another library".
  * It prints "ok <mode>" where the mode's checks passed and exits 0; a failed
  * check prints why and exits 1. KEEL_BACKEND=cpu and KEEL_CPU_DEVICES=2 are
  * the script's. */
@@ -31,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "keel.h"
+#include "keel/dlpack.h"
 
 #define N 65536
 
@@ -83,6 +86,13 @@ static float host_y[N];
 static float *x, *y, *pinned, *managed, *async_buf, *other;
 static float a;
 static double ref[N];
+
+/* Memory that is not Keel's: the program's own, pinned, and a tensor of
+ * "another library", imported; both stay the program's (static). */
+static float registered[1024], theirs[1024];
+static int64_t theirs_shape = 1024;
+static DLManagedTensor theirs_managed;
+static const keel_tensor_t *imported;
 
 static void random_floats(float *p, size_t n, unsigned *seed)
 {
@@ -139,6 +149,13 @@ static void work(void)
     OK(keel_graph_instantiate(graph, &exec));
     OK(keel_graph_launch(exec, st[2]));
     OK(keel_memcpy_async(other, managed, 256, st[2]));
+    keel_status_t hst = keel_host_register(dev[0], registered, sizeof registered);
+    if (hst != KEEL_OK && hst != KEEL_ERROR_NOT_SUPPORTED)
+        die("keel_host_register", hst);
+    theirs_managed.dl_tensor = (DLTensor){.data = theirs, .device = {kDLCPU, 0}, .ndim = 1,
+                                          .dtype = {kDLFloat, 32, 1}, .shape = &theirs_shape};
+    OK(keel_dlpack_import(dev[1], &theirs_managed, &imported));
+    OK(keel_memcpy_async(other, theirs, 256, st[2]));
 }
 
 static void check(void)

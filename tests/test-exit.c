@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include "fixture.h"
+#include "keel/dlpack.h"
 
 /* ---- helpers ---- */
 
@@ -210,6 +211,14 @@ END_TEST
 
 /* ---- what the application left: every kind, released ---- */
 
+static atomic_int deleted;
+
+static void count_delete(DLManagedTensor *self)
+{
+    (void)self;
+    atomic_fetch_add(&deleted, 1);
+}
+
 /* Host functions of several streams run at once. */
 static void count_host(void *p)
 {
@@ -254,7 +263,49 @@ LOOP_TEST(finalize_releases_what_was_left)
     for (int i = 0; i < 3; i++)
         KT_OK(keel_stream_launch_host_func(s[i], count_host, &hosts));
     KT_OK(keel_event_record(e, s[0]));
+    /* Memory that is not Keel's: the application's, pinned, and another
+     * library's tensor, imported (on the CPU backend, which takes host
+     * memory for both). */
+    float *pinned_app = NULL, *theirs = NULL;
+    const keel_tensor_t *imported = NULL;
+    DLManagedTensor managed_t;
+    int64_t shape = 256;
+    atomic_store(&deleted, 0);
+    if (kt_is_cpu(dev)) {
+        pinned_app = malloc(4096);
+        keel_status_t hst = keel_host_register(dev, pinned_app, 4096);
+        ck_assert_msg(hst == KEEL_OK || hst == KEEL_ERROR_NOT_SUPPORTED, "keel_host_register: %s", keel_last_error());
+        theirs = malloc(shape * sizeof(float));
+        kt_fill_random_f32(theirs, (size_t)shape);
+        memset(&managed_t, 0, sizeof managed_t);
+        managed_t.dl_tensor = (DLTensor){.data = theirs, .device = {kDLCPU, 0}, .ndim = 1,
+                                         .dtype = {kDLFloat, 32, 1}, .shape = &shape};
+        managed_t.deleter = count_delete;
+        KT_OK(keel_dlpack_import(dev, &managed_t, &imported));
+        keel_pointer_info_t pi;
+        memset(&pi, 0, sizeof pi);
+        pi.struct_size = sizeof pi;
+        KT_OK(keel_pointer_get_info(theirs + 10, &pi));
+        ck_assert_msg(pi.device == dev, "the imported memory is not in the registry");
+    }
     KT_OK(keel_finalize());
+    if (imported) {
+        /* Keel's reference to the other library's tensor was dropped, once. */
+        ck_assert_int_eq(atomic_load(&deleted), 1);
+        KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_dlpack_release(imported));
+        ck_assert_int_eq(atomic_load(&deleted), 1);
+        keel_pointer_info_t pi;
+        memset(&pi, 0, sizeof pi);
+        pi.struct_size = sizeof pi;
+        keel_status_t pst = keel_pointer_get_info(theirs, &pi);
+        ck_assert_msg(pst != KEEL_OK || pi.kind == KEEL_MEMORY_HOST, "imported memory still known after finalize");
+        /* The memory itself stays the application's, untouched. */
+        theirs[0] = 1.0f;
+        KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_host_unregister(pinned_app));
+        pinned_app[0] = 2.0f;
+    }
+    free(pinned_app);
+    free(theirs);
     /* Queued work ran: the graph's host function and the three others. */
     ck_assert_int_eq(atomic_load(&hosts), gst == KEEL_OK ? 4 : 3);
     for (int i = 0; i < 3; i++)

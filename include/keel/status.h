@@ -118,9 +118,10 @@ KEEL_API keel_status_t keel_init(void);
  *   functions included (a failure of that work is logged at warn, not returned:
  *   synchronize first to see it);
  * - destroys what the application did not: graph execs, graphs, kernels,
- *   modules, events, streams (a capture in progress is abandoned), and frees
- *   every allocation (device, pinned, managed, stream-ordered) and every block
- *   Keel kept for reuse;
+ *   modules, events, streams (a capture in progress is abandoned), imported
+ *   DLPack tensors (their deleters run) and host registrations (unpinned), and
+ *   frees every allocation (device, pinned, managed, stream-ordered) and every
+ *   block Keel kept for reuse;
  * - closes every device (its default stream and threads), shuts every backend
  *   down, unloads every plugin (dlclose), frees the allocation registry and the
  *   backend table.
@@ -144,13 +145,14 @@ KEEL_API keel_status_t keel_init(void);
  * that the child may start Keel afresh.
  *
  * At exit: an exit handler (atexit, registered by the first initialization)
- * runs the same teardown with two differences. Commands still queued on CPU
+ * runs the same teardown with three differences. Commands still queued on CPU
  * streams are not run (events they record still complete, stream-ordered frees
  * still free): the teardown waits up to 2 s for the commands running, and if one
  * is still running then, or exit was called from a CPU kernel's pool thread,
  * Keel leaves everything to the system rather than hang or free what runs. And
  * a GPU plugin whose devices were opened is left alone: its vendor runtime may
- * already be gone, and the driver reclaims its objects. Exit handlers
+ * already be gone, and the driver reclaims its objects. And the deleters of
+ * tensors still imported are not called (their producer may be gone). Exit handlers
  * registered after Keel's first initialization run before it and may use Keel;
  * later calls find it shut down (KEEL_ERROR_BACKEND_UNAVAILABLE, stale handles).
  * In a child of fork() the exit handler does nothing.
