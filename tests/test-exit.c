@@ -236,8 +236,9 @@ LOOP_TEST(finalize_releases_what_was_left)
     KT_OK(keel_stream_create(dev, 0, 0, &capturing));
     keel_event_t *e = NULL;
     KT_OK(keel_event_create(dev, 0, &e));
-    void *dmem = NULL, *pinned = NULL, *managed = NULL, *async = NULL, *kept = NULL;
+    void *dmem = NULL, *capbuf = NULL, *pinned = NULL, *managed = NULL, *async = NULL, *kept = NULL;
     KT_OK(keel_malloc(dev, 1 << 20, &dmem));
+    KT_OK(keel_malloc(dev, 4096, &capbuf));   /* the open capture's own: no race with the graph's memset */
     KT_OK(keel_malloc_host(dev, 4096, &pinned));
     keel_status_t mst = keel_malloc_managed(dev, 8192, &managed);
     ck_assert_msg(mst == KEEL_OK || mst == KEEL_ERROR_NOT_SUPPORTED, "keel_malloc_managed: %s", keel_last_error());
@@ -258,7 +259,7 @@ LOOP_TEST(finalize_releases_what_was_left)
         KT_OK(keel_graph_instantiate(graph, &exec));
         KT_OK(keel_graph_launch(exec, s[2]));
         KT_OK(keel_stream_begin_capture(capturing));
-        KT_OK(keel_memset_async(dmem, 4, 4096, capturing));
+        KT_OK(keel_memset_async(capbuf, 4, 4096, capturing));
     }
     for (int i = 0; i < 3; i++)
         KT_OK(keel_stream_launch_host_func(s[i], count_host, &hosts));
@@ -323,7 +324,7 @@ LOOP_TEST(finalize_releases_what_was_left)
         KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_kernel_get_attribute(k, KEEL_KERNEL_ATTR_MAX_THREADS_PER_BLOCK, &v));
         kt_kernel_put(k);
     }
-    void *ptrs[] = {dmem, pinned, managed, async, kept};
+    void *ptrs[] = {dmem, capbuf, pinned, managed, async, kept};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
         if (!ptrs[i])
             continue;
