@@ -268,6 +268,11 @@ int main(int argc, char **argv)
             exit(0);
         pid_t again = fork();
         if (again == 0) {
+            /* The parent's blocks stay allocated in the child (Keel forgets
+             * them); the program keeps pointing at them. */
+            static void *parents[6];
+            void *mine[6] = {x, y, pinned, managed, other, async_buf};
+            memcpy(parents, mine, sizeof parents);
             OK(keel_finalize());
             work();
             OK(keel_stream_synchronize(st[0]));
