@@ -102,6 +102,17 @@ static int same_backend(keel_device_t *a, keel_device_t *b)
     return ba == bb;
 }
 
+const char *kt_backend_name(keel_device_t *dev)
+{
+    keel_backend_t *b = NULL;
+    keel_backend_info_t info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    if (keel_device_get_backend(dev, &b) != KEEL_OK || keel_backend_get_info(b, &info) != KEEL_OK)
+        return "";
+    return info.name;
+}
+
 int kt_is_cpu(keel_device_t *dev)
 {
     keel_backend_t *be = NULL, *cpu = NULL;

@@ -35,6 +35,9 @@ keel_device_t *kt_device(int i);
 extern keel_device_t *kt_dev;
 /* Name of the per-device test running now, for the watchdog's message. */
 extern const char *kt_current_test;
+/* The name of a device's backend ("cpu"; "" for a handle Keel refuses),
+ * valid until keel_finalize. */
+const char *kt_backend_name(keel_device_t *dev);
 /* Whether a device is of the CPU backend. */
 int kt_is_cpu(keel_device_t *dev);
 /* Another device of the same backend as @p dev, or NULL. */

@@ -46,13 +46,8 @@ static int mapped(const char *needle)
 /* The backend name and index of a device, to find it again after finalize. */
 static void where(keel_device_t *dev, char name[32], int *index)
 {
-    keel_backend_t *b = NULL;
-    keel_backend_info_t info;
-    memset(&info, 0, sizeof info);
-    info.struct_size = sizeof info;
-    KT_OK(keel_device_get_backend(dev, &b));
-    KT_OK(keel_backend_get_info(b, &info));
-    snprintf(name, 32, "%s", info.name);
+    snprintf(name, 32, "%s", kt_backend_name(dev));
+    ck_assert_msg(name[0] != '\0', "%s has no backend", keel_device_name(dev));
     KT_OK(keel_device_get_index(dev, index));
 }
 
