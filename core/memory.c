@@ -345,7 +345,8 @@ void keel__memory_teardown(int (*backend_ok)(const struct keel_device *d))
     keel__alloc_t a;
     while (keel__registry_take_any(&a)) {
         struct keel_device *d = a.device;
-        if (!backend_ok(d) || a.foreign == KEEL__FOREIGN_DLPACK) /* another library's memory */
+        /* Another library's memory, or a module's variable (its module went before). */
+        if (!backend_ok(d) || a.foreign == KEEL__FOREIGN_DLPACK || a.foreign == KEEL__FOREIGN_MODULE)
             continue;
         keel_status_t st;
         if (a.foreign == KEEL__FOREIGN_REGISTERED) {

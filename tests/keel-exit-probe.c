@@ -20,7 +20,8 @@
  *                   then the whole work afresh; the parent checks both
  *
  * Besides Keel's own objects, work() pins memory of the program's
- * (keel_host_register) and imports a DLPack tensor of "another library".
+ * (keel_host_register), imports a DLPack tensor of "another library" and
+ * writes a variable of its module (keel_module_get_global).
  * It prints "ok <mode>" where the mode's checks passed and exits 0; a failed
  * check prints why and exits 1. KEEL_BACKEND=cpu and KEEL_CPU_DEVICES=2 are
  * the script's. */
@@ -53,7 +54,8 @@ static void die(const char *what, keel_status_t st)
 
 #include "cpu_saxpy.h"
 
-static const char *scale_source = "keel_kernel void scale(int n, float a, float *x)\n"
+static const char *scale_source = "keel_global float last_a = 1.0f;\n"
+                                  "keel_kernel void scale(int n, float a, float *x)\n"
                                   "{\n"
                                   "    int i = keel_global_x();\n"
                                   "    if (i < n)\n"
@@ -113,6 +115,10 @@ static void work(void)
     OK(keel_kernel_register_cpu(dev[0], &saxpy_desc, &saxpy));
     OK(keel_module_build(dev[0], scale_source, "scale.kc", NULL, 0, &module));
     OK(keel_module_get_kernel(module, "scale", &scale));
+    /* A module variable: a registry entry of its own, left for Keel too. */
+    void *last_a = NULL;
+    size_t last_a_bytes = 0;
+    OK(keel_module_get_global(module, "last_a", &last_a, &last_a_bytes));
     size_t bytes = N * sizeof(float);
     OK(keel_malloc(dev[0], bytes, (void **)&x));
     OK(keel_malloc(dev[0], bytes, (void **)&y));
@@ -134,6 +140,7 @@ static void work(void)
     void *cargs[] = {&n, &two, &y};
     OK(keel_launch_kernel(scale, (keel_dim3_t){N / 64, 1, 1}, (keel_dim3_t){64, 1, 1}, 0, st[0], cargs));
     OK(keel_memcpy_async(host_y, y, bytes, st[0]));
+    OK(keel_memcpy_async(last_a, &a, sizeof a, st[0]));
     OK(keel_event_record(ev, st[0]));
     OK(keel_stream_wait_event(st[1], ev));
     /* A stream-ordered block, and one freed to be kept for reuse. */
