@@ -323,3 +323,49 @@ const char *keel_device_name(keel_device_t *device)
         return "(invalid device)";
     return device->name;
 }
+
+void keel__devices_flush(int (*backend_ok)(const struct keel_device *d))
+{
+    for (int i = 0; i < keel__backend_count(); i++) {
+        struct keel_backend *b = keel__backend_at(i);
+        for (int j = 0; b->status == KEEL_OK && j < b->device_count; j++) {
+            struct keel_device *d = &b->devices[j];
+            if (!atomic_load(&d->opened) || !backend_ok(d))
+                continue;
+            void *blk;
+            while ((blk = keel__reuse_steal(d)) != NULL) {
+                keel_status_t st = d->plugin->memory->free(d->ctx, KEEL_MEMORY_DEVICE, blk);
+                if (st != KEEL_OK)
+                    keel__log(KEEL_LOG_WARN, "keel_finalize: %s: the block %p kept for reuse: %s", d->name, blk,
+                              keel_status_name(st));
+            }
+        }
+    }
+}
+
+void keel__devices_close(int (*backend_ok)(const struct keel_device *d))
+{
+    for (int i = 0; i < keel__backend_count(); i++) {
+        struct keel_backend *b = keel__backend_at(i);
+        for (int j = 0; b->status == KEEL_OK && j < b->device_count; j++) {
+            struct keel_device *d = &b->devices[j];
+            if (atomic_load(&d->opened)) {
+                if (backend_ok(d)) {
+                    keel__stream_forget(d->default_stream, 1);
+                    if (d->plugin->device->close)
+                        d->plugin->device->close(d->ctx);
+                    d->default_stream = NULL;
+                    d->ctx = NULL;
+                } else {
+                    keel__handle_release(d->default_stream);   /* the device keeps its context */
+                }
+                atomic_store(&d->opened, 0);
+            }
+            pthread_mutex_destroy(&d->open_lock);
+            pthread_mutex_destroy(&d->reuse_lock);
+        }
+    }
+    for (unsigned s = 0; s < KEEL__REACH_SLOTS; s++)
+        atomic_store(&slot_devices[s], NULL);
+    atomic_store(&next_slot, 0);
+}

@@ -398,6 +398,24 @@ keel_status_t keel_dlpack_import(keel_device_t *device, DLManagedTensor *managed
     return KEEL_OK;
 }
 
+void keel__dlpack_teardown(int deleters)
+{
+    void *h;
+    while ((h = keel__handle_find_live(KEEL__MAGIC_TENSOR, NULL, NULL)) != NULL) {
+        imported_t *im = h;
+        if (deleters) {
+            keel_dlpack_release(&im->pub);
+            continue;
+        }
+        if (im->region) {
+            pthread_mutex_lock(&regions_lock);
+            drop_region(im->region);
+            pthread_mutex_unlock(&regions_lock);
+        }
+        keel__handle_release(im);
+    }
+}
+
 keel_status_t keel_dlpack_release(const keel_tensor_t *tensor)
 {
     if (!tensor)

@@ -86,7 +86,12 @@ keel_status_t keel_graph_launch(keel_graph_exec_t *exec, keel_stream_t *stream)
 keel_status_t keel_graph_destroy(keel_graph_t *graph)
 {
     KEEL__CHECK_HANDLE(graph, KEEL__MAGIC_GRAPH, "keel_graph_destroy", "graph");
-    keel_status_t st = graph->device->plugin->graph->destroy(graph->ctx);
+    return keel__graph_forget(graph, 1);
+}
+
+keel_status_t keel__graph_forget(struct keel_graph *graph, int backend)
+{
+    keel_status_t st = backend ? graph->device->plugin->graph->destroy(graph->ctx) : KEEL_OK;
     keel__handle_release(graph);
     return st;
 }
@@ -94,7 +99,12 @@ keel_status_t keel_graph_destroy(keel_graph_t *graph)
 keel_status_t keel_graph_exec_destroy(keel_graph_exec_t *exec)
 {
     KEEL__CHECK_HANDLE(exec, KEEL__MAGIC_GRAPH_EXEC, "keel_graph_exec_destroy", "graph exec");
-    keel_status_t st = exec->device->plugin->graph->exec_destroy(exec->ctx);
+    return keel__graph_exec_forget(exec, 1);
+}
+
+keel_status_t keel__graph_exec_forget(struct keel_graph_exec *exec, int backend)
+{
+    keel_status_t st = backend ? exec->device->plugin->graph->exec_destroy(exec->ctx) : KEEL_OK;
     keel__handle_release(exec);
     return st;
 }

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include "core/internal.h"
 
 /* keel_init runs under init_lock until its verdict is final (init_done).
@@ -13,15 +15,25 @@
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int init_done;
 static int init_transient;    /* this run's failure may pass */
-static keel_status_t init_status;
+/* Atomic: the fast path reads them beside a keel_finalize and a new run
+ * (seq_cst loads are plain loads on the machines that matter). */
+static _Atomic keel_status_t init_status;
 static char init_detail[2048];
 /* The environment's own verdict, apart from the selection's: a value that
  * cannot be parsed fails every path to a device, an explicit
  * keel_device_get as much as the default device; a selection that finds
  * no usable backend fails only the default device. */
-static keel_status_t env_status;
+static _Atomic keel_status_t env_status;
 static char env_detail[2048];
-static struct keel_device *default_device;
+static struct keel_device *_Atomic default_device;
+/* Something was set up since the last teardown (a run of keel_init). */
+static int init_ran;
+/* The teardown at process exit has begun: Keel starts no more. */
+static atomic_int exiting;
+static int log_applied;
+/* The process that ran keel_init: in a child of fork, Keel's threads are not
+ * there, and nothing of the parent's may be waited for or joined. */
+static pid_t init_pid;   /* a run again after a passing failure keeps the level the program set since */
 
 #define MAX_PREFS 32
 
@@ -153,7 +165,7 @@ static void select_default(const char *backend_env, char names[][32], int n, lon
             return;
         }
         default_device = &b->devices[device_index];
-        keel__log(KEEL_LOG_INFO, "selected %s (%s)", default_device->name, b->description);
+        keel__log(KEEL_LOG_INFO, "selected %s (%s)", b->devices[device_index].name, b->description);
         return;
     }
     keel__set_error(KEEL_ERROR_BACKEND_UNAVAILABLE,
@@ -171,7 +183,6 @@ static void init_once_fn(void)
     /* Every variable of the core is checked here, before anything is
      * selected, whichever way the program goes on to pick its devices. */
     const char *log_env = getenv("KEEL_LOG");
-    static int log_applied;   /* a run again after a passing failure keeps the level the program set since */
     if (log_env && log_env[0]) {
         int level;
         if (keel__log_parse(log_env, &level) == 0) {
@@ -233,9 +244,19 @@ static void init_once_fn(void)
     keel__restore_error(saved_status, saved);
 }
 
+static void at_exit(void);
+
 /* One run of keel_init; init_lock held. */
 static void init_run(void)
 {
+    static int registered;
+    if (!registered) {
+        /* Registered before any plugin loads, so that the exit handlers a
+         * vendor runtime registers when it starts run before this one. */
+        registered = atexit(at_exit) == 0;
+    }
+    init_ran = 1;
+    init_pid = getpid();
     init_status = env_status = KEEL_OK;
     init_detail[0] = env_detail[0] = '\0';
     init_transient = 0;
@@ -255,6 +276,12 @@ static keel_status_t verdict(int env_only)
     if (KEEL__UNLIKELY(!atomic_load_explicit(&init_done, memory_order_acquire))) {
         char detail[sizeof init_detail];
         pthread_mutex_lock(&init_lock);
+        if (atomic_load(&exiting)) {
+            pthread_mutex_unlock(&init_lock);
+            return keel__set_error(KEEL_ERROR_BACKEND_UNAVAILABLE,
+                                   "Keel was shut down at process exit (an exit handler or a thread that outlived "
+                                   "exit called it)");
+        }
         if (!atomic_load_explicit(&init_done, memory_order_relaxed))
             init_run();
         st = env_only ? env_status : init_status;
@@ -263,8 +290,14 @@ static keel_status_t verdict(int env_only)
         return st == KEEL_OK ? KEEL_OK : keel__set_error(st, "%s", detail);
     }
     st = env_only ? env_status : init_status;
-    if (KEEL__UNLIKELY(st != KEEL_OK))
-        return keel__set_error(st, "%s", env_only ? env_detail : init_detail);
+    if (KEEL__UNLIKELY(st != KEEL_OK)) {
+        /* The detail under the lock: a keel_finalize and a new run may be rewriting it. */
+        char detail[sizeof init_detail];
+        pthread_mutex_lock(&init_lock);
+        snprintf(detail, sizeof detail, "%s", env_only ? env_detail : init_detail);
+        pthread_mutex_unlock(&init_lock);
+        return keel__set_error(st, "%s", detail);
+    }
     return KEEL_OK;
 }
 
@@ -291,4 +324,51 @@ keel_status_t keel_device_default(keel_device_t **device)
         return st;
     *device = default_device;
     return KEEL_OK;
+}
+
+/* init_lock held. */
+static void forget(void)
+{
+    atomic_store(&init_done, 0);
+    init_ran = 0;
+    init_status = env_status = KEEL_OK;
+    init_detail[0] = env_detail[0] = '\0';
+    init_transient = 0;
+    default_device = NULL;
+    log_applied = 0;
+}
+
+keel_status_t keel_finalize(void)
+{
+    if (keel__cpu_thread_role() != 0)
+        return keel__set_error(KEEL_ERROR_BUSY, "keel_finalize: called from a host function or a kernel that Keel "
+                               "runs (it would wait for itself)");
+    pthread_mutex_lock(&init_lock);
+    if (init_ran && !atomic_load(&exiting)) {
+        keel__teardown(getpid() == init_pid ? KEEL__TEARDOWN_FINALIZE : KEEL__TEARDOWN_FORKED);
+        forget();
+        keel__log(KEEL_LOG_INFO, "keel_finalize: everything released");
+    }
+    pthread_mutex_unlock(&init_lock);
+    return KEEL_OK;
+}
+
+/* The teardown at exit. It runs on the thread that called exit, while the
+ * others still run: a thread in keel_init (which holds the lock) is given a
+ * second, then Keel leaves everything to the system. */
+static void at_exit(void)
+{
+    atomic_store(&exiting, 1);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    if (pthread_mutex_timedlock(&init_lock, &until) != 0)
+        return;
+    /* A child of fork leaves the parent's objects to the system. */
+    if (init_ran && getpid() == init_pid) {
+        atomic_store(&init_done, 0);   /* every later way in takes the lock and is refused */
+        if (keel__teardown(KEEL__TEARDOWN_EXIT) == 0)
+            init_ran = 0;
+    }
+    pthread_mutex_unlock(&init_lock);
 }

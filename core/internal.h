@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <time.h>
 #include "keel/backend.h"
 #include "core/fault.h"
 
@@ -160,6 +161,8 @@ KEEL_HIDDEN int keel__module_file_load(struct keel_device *d, const char *path, 
  * copy handed them to is done (keel_module_unload; the module's own device
  * is idle already). A failure leaves the module as it was. */
 KEEL_HIDDEN keel_status_t keel__module_globals_release(struct keel_module *m);
+/* Forgets m's globals at once, without waiting (keel_finalize has waited). */
+KEEL_HIDDEN void keel__module_globals_drop(struct keel_module *m);
 
 /* ---- shared objects mapped as a fresh copy (core/image_file.c) ---- */
 #define KEEL__IMAGE_FILE_PASSES 16
@@ -195,6 +198,48 @@ KEEL_HIDDEN extern const keel_host_api_t keel__host_api;
 /* ---- handles (core/handle.c) ---- */
 KEEL_HIDDEN void *keel__handle_alloc(uint32_t magic, size_t size);
 KEEL_HIDDEN void keel__handle_release(void *handle);
+/* The first live handle of this type for which pick (NULL: any) says 1, or
+ * NULL: keel_finalize's walk over what the application did not destroy. */
+KEEL_HIDDEN void *keel__handle_find_live(uint32_t magic, int (*pick)(void *obj, void *arg), void *arg);
+/* While on, a released handle reads as destroyed but keeps what it points
+ * to, and is never reused: the teardown of objects it cannot release (a
+ * child of fork) leaves them reachable, not leaked. */
+KEEL_HIDDEN void keel__handle_keep_contents(int on);
+
+/* ---- releasing objects (keel_finalize, core/finalize.c) ----
+ * Each releases the handle whatever its backend says; with backend 0 no
+ * backend entry is called (a plugin left alone at process exit). */
+KEEL_HIDDEN keel_status_t keel__module_forget(struct keel_module *module, int backend);
+KEEL_HIDDEN void keel__kernel_forget(struct keel_kernel *kernel, int backend);
+KEEL_HIDDEN keel_status_t keel__graph_forget(struct keel_graph *graph, int backend);
+KEEL_HIDDEN keel_status_t keel__graph_exec_forget(struct keel_graph_exec *exec, int backend);
+KEEL_HIDDEN keel_status_t keel__event_forget(struct keel_event *event, int backend);
+/* Ends a capture and destroys the stream (keel__devices_flush took the
+ * block it kept for reuse). */
+KEEL_HIDDEN void keel__stream_forget(struct keel_stream *stream, int backend);
+/* core/memory.c: gives every live allocation and every freed block the core
+ * holds back to its backend (none of a device for which backend_ok says 0). */
+KEEL_HIDDEN void keel__memory_teardown(int (*backend_ok)(const struct keel_device *d));
+/* core/dlpack.c: releases every imported tensor the application did not,
+ * calling its producer's deleter when deleters is set (not at exit, where
+ * the producer may be gone, nor in a child of fork). */
+KEEL_HIDDEN void keel__dlpack_teardown(int deleters);
+/* core/device.c: flush: frees the blocks the streams of every opened device
+ * keep for reuse; close: the default stream and the device itself of every
+ * opened device (backend_ok as above), after which no device is open and
+ * the slots start again from 0. */
+KEEL_HIDDEN void keel__devices_flush(int (*backend_ok)(const struct keel_device *d));
+KEEL_HIDDEN void keel__devices_close(int (*backend_ok)(const struct keel_device *d));
+/* core/loader.c: shuts every backend down and unloads its plugin (not a
+ * plugin for which keep says 1), forgets the plugin directories. */
+KEEL_HIDDEN void keel__loader_teardown(int (*keep)(const struct keel_backend *b));
+/* core/finalize.c: releases everything (init_lock held). At exit: commands
+ * queued are skipped and GPU plugins in use left alone; in a child of fork:
+ * only Keel's records are released, no backend is called (the threads are
+ * the parent's). 0, or -1 when at exit something still runs and everything
+ * was left as it was. */
+enum { KEEL__TEARDOWN_FINALIZE, KEEL__TEARDOWN_EXIT, KEEL__TEARDOWN_FORKED };
+KEEL_HIDDEN int keel__teardown(int mode);
 
 /* ---- initialization and selection (core/init.c) ---- */
 /* Runs keel_init once; returns its status (environment/selection errors),
@@ -323,6 +368,12 @@ KEEL_HIDDEN keel_status_t keel__registry_remove_kept(void *base, keel__alloc_t *
 /* Takes one held block of dev out of the record (to be released by the
  * caller); 1 if there was one. */
 KEEL_HIDDEN int keel__registry_take_held(struct keel_device *dev, keel__alloc_t *out);
+/* Takes any live allocation out of the registry, else any held block; 1 if
+ * there was one (keel_finalize releases it). */
+KEEL_HIDDEN int keel__registry_take_any(keel__alloc_t *out);
+/* Empties the registry and the record of freed blocks and frees the
+ * registry's own memory; every thread's cached lookups go stale. */
+KEEL_HIDDEN void keel__registry_reset(void);
 /* ---- stream-ordered block reuse (core/reuse.c) ----
  * keel_free_async keeps the block it frees on its stream, one per stream and
  * at most KEEL__REUSE_MAX bytes, and the next keel_malloc_async of the same
@@ -341,6 +392,9 @@ KEEL_HIDDEN keel_status_t keel__reuse_take(struct keel_stream *s, size_t size, v
                                            int *hit);
 /* Releases the block s holds (before the stream is destroyed). */
 KEEL_HIDDEN keel_status_t keel__reuse_drop(struct keel_stream *s);
+/* Takes out the block one of d's streams keeps, without releasing it; NULL
+ * when none keeps one (keel_finalize frees it). */
+KEEL_HIDDEN void *keel__reuse_steal(struct keel_device *d);
 /* Releases every block the streams of dev hold and waits for the device,
  * so that an allocation that failed can try again; *released says whether
  * there was any. */
@@ -348,6 +402,19 @@ KEEL_HIDDEN keel_status_t keel__reuse_flush(struct keel_device *dev, int *releas
 
 /* ---- the built-in CPU backend (backends/cpu) ---- */
 KEEL_HIDDEN const keel_backend_plugin_t *keel__cpu_backend_init(const keel_host_api_t *host);
+/* Teardown at process exit (backends/cpu/cpu_stream.c). From then on the
+ * workers skip the commands still queued (they complete events and free
+ * blocks, nothing else), and a stream whose worker is the calling thread
+ * is taken apart without a join. */
+KEEL_HIDDEN void keel__cpu_exit_begin(void);
+/* Waits until every stream of the device is idle (but the calling worker's
+ * own); 0, or -1 if the deadline (CLOCK_MONOTONIC) passed first. */
+KEEL_HIDDEN int keel__cpu_device_quiesce(void *device_ctx, const struct timespec *deadline);
+/* Whether the calling thread is a CPU stream worker (1) or a pool helper
+ * (2), running a command (a host function, a kernel); else 0. */
+KEEL_HIDDEN int keel__cpu_thread_role(void);
+/* Frees the calling thread's kernel scratch memory. */
+KEEL_HIDDEN void keel__cpu_thread_scratch_free(void);
 
 /* ---- validation helpers ---- */
 #define KEEL__UNLIKELY(x) __builtin_expect(!!(x), 0)

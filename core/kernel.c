@@ -93,17 +93,24 @@ keel_status_t keel_module_unload(keel_module_t *module)
                                   d->name);
     if ((waited = keel__module_globals_release(module)) != KEEL_OK)
         return waited;
+    return keel__module_forget(module, 1);
+}
+
+keel_status_t keel__module_forget(struct keel_module *module, int backend)
+{
+    keel__module_globals_drop(module);   /* none left after keel_module_unload's release */
     const keel_kernel_vtable_t *kv = module->device->plugin->kernel;
     for (size_t i = 0; i < module->nkernels; i++) {
         struct keel_kernel *k = module->kernels[i];
-        kv->kernel_release(k->ctx);
+        if (backend)
+            kv->kernel_release(k->ctx);
         free(k->name);
         keel__handle_release(k);
     }
     free(module->kernels);
     keel__sigs_free(module->sigs);
     pthread_mutex_destroy(&module->lock);
-    keel_status_t st = kv->module_unload ? kv->module_unload(module->ctx) : KEEL_OK;
+    keel_status_t st = backend && kv->module_unload ? kv->module_unload(module->ctx) : KEEL_OK;
     keel__handle_release(module);
     return st;
 }
@@ -230,11 +237,17 @@ keel_status_t keel_kernel_release(keel_kernel_t *kernel)
         return keel__set_error(KEEL_ERROR_INVALID_HANDLE,
                                "keel_kernel_release: kernel %s belongs to a module; unload the module instead",
                                kernel->name);
-    kernel->device->plugin->kernel->kernel_release(kernel->ctx);
+    keel__kernel_forget(kernel, 1);
+    return KEEL_OK;
+}
+
+void keel__kernel_forget(struct keel_kernel *kernel, int backend)
+{
+    if (backend)
+        kernel->device->plugin->kernel->kernel_release(kernel->ctx);
     free(kernel->name);
     free(kernel->own_sig);
     keel__handle_release(kernel);
-    return KEEL_OK;
 }
 
 static keel_status_t bad_dims(const char *what, keel_dim3_t d)

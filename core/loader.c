@@ -438,7 +438,9 @@ static void load_backend(struct keel_backend *b)
         fail(b, st, "%s", keel_last_error()[0] ? keel_last_error() : keel_status_string(st));
         return;
     }
-    if (count <= 0 || !(b->devices = keel__calloc((size_t)count, sizeof(*b->devices)))) {
+    /* Handle memory, as every handle: a device handle kept past
+     * keel_finalize reads as destroyed. */
+    if (count <= 0 || !(b->devices = keel__handle_alloc(KEEL__MAGIC_DEVICE, (size_t)count * sizeof(*b->devices)))) {
         /* The probe succeeded: let the plugin release what it made before it is unloaded. */
         if (p->shutdown)
             p->shutdown(b->ctx);
@@ -550,4 +552,42 @@ const char *keel__loader_search_path(int *count)
     if (count)
         *count = n;
     return n > 0 ? search_path : "";
+}
+
+/* Backends left as they are (a GPU plugin at exit, every backend in a child
+ * of fork): their contexts stay reachable from here, not leaked. */
+static struct keel_backend left[MAX_BACKENDS];
+static int nleft;
+
+void keel__loader_teardown(int (*keep)(const struct keel_backend *b))
+{
+    for (int i = 0; i < nbackends; i++) {
+        struct keel_backend *b = &backends[i];
+        int kept = keep(b);
+        if (kept && nleft < MAX_BACKENDS)
+            left[nleft++] = *b;
+        if (b->status == KEEL_OK && !kept && b->plugin->shutdown)
+            b->plugin->shutdown(b->ctx);
+        if (b->devices) {
+            int n = b->device_count;
+            keel__handle_release(b->devices);
+            /* Every device of the array reads as destroyed, not only the first. */
+            for (int j = 0; j < n; j++)
+                b->devices[j].magic = KEEL__MAGIC_DEAD;
+        }
+        if (b->dl && !kept)
+            dlclose(b->dl);
+        pthread_mutex_destroy(&b->lock);
+        memset(b, 0, sizeof *b);
+        b->magic = KEEL__MAGIC_DEAD;
+    }
+    nbackends = 0;
+    int n = atomic_load(&ndirs);
+    for (int i = 0; i < n; i++) {
+        free(dirs[i]);
+        dirs[i] = NULL;
+    }
+    atomic_store(&ndirs, 0);
+    search_path[0] = '\0';
+    setup_done = 0;
 }

@@ -339,3 +339,27 @@ keel_status_t keel_pointer_get_info(const void *ptr, keel_pointer_info_t *info)
     memcpy(info, &full, info->struct_size < sizeof(full) ? info->struct_size : sizeof(full));
     return KEEL_OK;
 }
+
+void keel__memory_teardown(int (*backend_ok)(const struct keel_device *d))
+{
+    keel__alloc_t a;
+    while (keel__registry_take_any(&a)) {
+        struct keel_device *d = a.device;
+        /* Another library's memory, or a module's variable (its module went before). */
+        if (!backend_ok(d) || a.foreign == KEEL__FOREIGN_DLPACK || a.foreign == KEEL__FOREIGN_MODULE)
+            continue;
+        keel_status_t st;
+        if (a.foreign == KEEL__FOREIGN_REGISTERED) {
+            /* The application's memory: only unpinned. */
+            keel_status_t (*unreg)(void *, void *) = KEEL__VT(d->plugin->memory, host_unregister);
+            st = unreg ? unreg(d->ctx, (void *)a.base) : KEEL_OK;
+        } else {
+            /* Every stream of the device is idle by now, so even a
+             * stream-ordered block goes back at once (as cudaFree takes one). */
+            st = d->plugin->memory->free(d->ctx, a.kind, (void *)a.base);
+        }
+        if (st != KEEL_OK)
+            keel__log(KEEL_LOG_WARN, "keel_finalize: releasing %zu bytes of %s memory at %p on %s: %s", a.size,
+                      keel__memory_kind_name(a.kind), (void *)a.base, d->name, keel_status_name(st));
+    }
+}

@@ -133,6 +133,12 @@ keel_status_t keel__module_globals_release(struct keel_module *m)
             return keel__prefix_error(st, "keel_module_unload: the module stays loaded (call again): %s reported",
                                       failed->name);
     }
+    keel__module_globals_drop(m);
+    return KEEL_OK;
+}
+
+void keel__module_globals_drop(struct keel_module *m)
+{
     for (size_t i = 0; i < m->nglobals; i++) {
         if (m->globals[i].owns_entry)
             keel__registry_remove(m->globals[i].ptr, NULL);
@@ -141,5 +147,4 @@ keel_status_t keel__module_globals_release(struct keel_module *m)
     free(m->globals);
     m->globals = NULL;
     m->nglobals = m->capglobals = 0;
-    return KEEL_OK;
 }

@@ -529,3 +529,44 @@ int keel__registry_take_held(struct keel_device *dev, keel__alloc_t *out)
     pthread_mutex_unlock(&lock);
     return found;
 }
+
+int keel__registry_take_any(keel__alloc_t *out)
+{
+    int found = 0;
+    pthread_mutex_lock(&lock);
+    node_t *n = table;
+    if (n) {
+        *out = n->a;
+        release(n);
+        bump_generation();
+        found = 1;
+    } else {
+        for (unsigned i = 0; i < KEEL__FREED_SLOTS && !found; i++) {
+            if (freed[i].state == KEEL__FREED_HELD) {
+                *out = freed[i].a;
+                freed_clear(i);
+                found = 1;
+            }
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return found;
+}
+
+void keel__registry_reset(void)
+{
+    pthread_mutex_lock(&lock);
+    while (table)
+        release(table);
+    while (spare) {
+        node_t *n = spare;
+        spare = n->next;
+        free(n);
+    }
+    for (unsigned i = 0; i < KEEL__FREED_SLOTS; i++)
+        freed_clear(i);
+    freed_next = 0;
+    /* Every thread's cached copies of allocations go stale with this. */
+    bump_generation();
+    pthread_mutex_unlock(&lock);
+}

@@ -174,3 +174,13 @@ keel_status_t keel__reuse_flush(struct keel_device *d, int *released)
     }
     return first;
 }
+
+void *keel__reuse_steal(struct keel_device *d)
+{
+    size_t size = 0;
+    int so = 0;
+    pthread_mutex_lock(&d->reuse_lock);
+    void *b = d->reuse_list ? unlink_locked(d->reuse_list, &size, &so) : NULL;
+    pthread_mutex_unlock(&d->reuse_lock);
+    return b;
+}

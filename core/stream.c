@@ -58,6 +58,25 @@ keel_status_t keel_stream_destroy(keel_stream_t *stream)
     return st;
 }
 
+void keel__stream_forget(struct keel_stream *stream, int backend)
+{
+    const keel_stream_vtable_t *sv = stream->device->plugin->stream;
+    if (backend) {
+        if (atomic_load(&stream->capturing) && sv->end_capture) {
+            /* The capture is abandoned: its graph never reaches a handle. */
+            void *g = NULL;
+            if (sv->end_capture(stream->ctx, &g) == KEEL_OK && g && stream->device->plugin->graph)
+                stream->device->plugin->graph->destroy(g);
+            atomic_store(&stream->capturing, 0);
+        }
+        keel_status_t st = sv->destroy(stream->ctx);
+        if (st != KEEL_OK)
+            keel__log(KEEL_LOG_WARN, "keel_finalize: a stream of %s: %s (%s)", stream->device->name,
+                      keel_status_name(st), keel_last_error());
+    }
+    keel__handle_release(stream);
+}
+
 keel_status_t keel_device_default_stream(keel_device_t *device, keel_stream_t **stream)
 {
     keel_status_t st = keel__device_ready(device, "keel_device_default_stream");
@@ -163,7 +182,12 @@ keel_status_t keel_event_create(keel_device_t *device, unsigned flags, keel_even
 keel_status_t keel_event_destroy(keel_event_t *event)
 {
     EVENT(event, "keel_event_destroy");
-    keel_status_t st = event->device->plugin->event->destroy(event->ctx);
+    return keel__event_forget(event, 1);
+}
+
+keel_status_t keel__event_forget(struct keel_event *event, int backend)
+{
+    keel_status_t st = backend ? event->device->plugin->event->destroy(event->ctx) : KEEL_OK;
     keel__handle_release(event);
     return st;
 }

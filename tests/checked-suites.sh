@@ -5,7 +5,7 @@
 status=0
 # test-soak for a shorter time than its own run: the mode's bookkeeping
 # under threads is what it is here for.
-for t in test-memory test-stream test-kernel test-graph test-stress test-soak; do
+for t in test-memory test-stream test-kernel test-graph test-stress test-soak test-exit; do
     echo "=== KEEL_BACKEND=cpu KEEL_CPU_CHECK=1 tests/$t ==="
     KEEL_BACKEND=cpu KEEL_CPU_CHECK=1 KEEL_SOAK_SECONDS=4 "./tests/$t"
     rc=$?

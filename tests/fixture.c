@@ -75,6 +75,13 @@ static void enumerate(void)
     }
 }
 
+void kt_devices_refresh(void)
+{
+    ndevices = -1;
+    kt_dev = NULL;
+    enumerate();
+}
+
 int kt_device_count(void)
 {
     enumerate();
@@ -93,6 +100,17 @@ static int same_backend(keel_device_t *a, keel_device_t *b)
     if (keel_device_get_backend(a, &ba) != KEEL_OK || keel_device_get_backend(b, &bb) != KEEL_OK)
         return 0;
     return ba == bb;
+}
+
+const char *kt_backend_name(keel_device_t *dev)
+{
+    keel_backend_t *b = NULL;
+    keel_backend_info_t info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    if (keel_device_get_backend(dev, &b) != KEEL_OK || keel_backend_get_info(b, &info) != KEEL_OK)
+        return "";
+    return info.name;
 }
 
 int kt_is_cpu(keel_device_t *dev)
@@ -214,22 +232,7 @@ long kt_check_f32(const float *got, const double *ref, size_t n, double rtol, do
 
 /* ---- kernels ---- */
 
-static void saxpy_cpu(const keel_cpu_kernel_ctx_t *ctx, void **args)
-{
-    int n = *(const int *)args[0];
-    float a = *(const float *)args[1];
-    const float *x = *(const float *const *)args[2];
-    float *y = *(float *const *)args[3];
-    KEEL_CPU_FOR_EACH_THREAD(ctx, t)
-    {
-        long i = (long)ctx->block_idx.x * ctx->block_dim.x + t.x;
-        if (i < n)
-            y[i] = a * x[i] + y[i];
-    }
-}
-
-static const keel_cpu_kernel_desc_t saxpy_desc = {
-    KEEL_CPU_KERNEL_ABI, "saxpy", saxpy_cpu, 4, {sizeof(int), sizeof(float), sizeof(float *), sizeof(float *)}};
+#include "cpu_saxpy.h"
 
 static const char saxpy_gpu_source[] =
     "extern \"C\" __global__ void saxpy(int n, float a, const float *x, float *y)\n"

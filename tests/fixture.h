@@ -26,12 +26,18 @@
 
 /* Number of devices under test (0 when none; kt_main then skips). */
 int kt_device_count(void);
+/* Finds the devices under test again, after keel_finalize made their
+ * handles stale (it initializes Keel again). */
+void kt_devices_refresh(void);
 /* Device @p i of them. */
 keel_device_t *kt_device(int i);
 /* The current device: set by the loop-test prologue KT_DEVICE_TEST. */
 extern keel_device_t *kt_dev;
 /* Name of the per-device test running now, for the watchdog's message. */
 extern const char *kt_current_test;
+/* The name of a device's backend ("cpu"; "" for a handle Keel refuses),
+ * valid until keel_finalize. */
+const char *kt_backend_name(keel_device_t *dev);
 /* Whether a device is of the CPU backend. */
 int kt_is_cpu(keel_device_t *dev);
 /* Another device of the same backend as @p dev, or NULL. */

@@ -9,13 +9,7 @@
 
 static int is_backend(keel_device_t *dev, const char *name)
 {
-    keel_backend_t *b = NULL;
-    keel_backend_info_t info;
-    memset(&info, 0, sizeof info);
-    info.struct_size = sizeof info;
-    KT_OK(keel_device_get_backend(dev, &b));
-    KT_OK(keel_backend_get_info(b, &info));
-    return strcmp(info.name, name) == 0;
+    return strcmp(kt_backend_name(dev), name) == 0;
 }
 
 static int device_index(keel_device_t *dev)

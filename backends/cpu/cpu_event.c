@@ -204,11 +204,15 @@ static keel_status_t cpu_event_synchronize(void *event_ctx)
 {
     cpu_event_t *e = event_ctx;
     cpu_event_release(e);
+    /* A reference while waiting: an event destroyed meanwhile (by the
+     * teardown at process exit) goes when the last waiter leaves it. */
+    keel__cpu_event_ref(e);
     pthread_mutex_lock(&e->lock);
     uint64_t gen = e->recorded;
     while (!cpu_event_done_locked(e, gen))
         pthread_cond_wait(&e->cv, &e->lock);
     pthread_mutex_unlock(&e->lock);
+    keel__cpu_event_unref(e);
     return KEEL_OK;
 }
 

@@ -185,6 +185,7 @@ typedef struct cpu_stream {
     uint64_t wake_at;
     int stop;
     pthread_t thread;
+    cpu_cmd_t *running;       /* the command the worker runs (lock) */
     cpu_graph_t *capture;     /* non-NULL while capturing (lock) */
     atomic_int capturing;     /* capture != NULL, for the lock-free inline test */
     keel_status_t async_status;   /* first failure of a command, reported by synchronize */

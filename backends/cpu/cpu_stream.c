@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_enqueue.h"
@@ -170,9 +171,52 @@ void keel__cpu_stream_fail(cpu_stream_t *s, keel_status_t status, const char *fm
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Set once, by the teardown at process exit: commands that have not started
+ * are skipped from then on, but for what others wait on or what would leak:
+ * an event's record completes it, a stream-ordered free frees. */
+static atomic_int cpu_exiting;
+
+static void cpu_cmd_run(cpu_stream_t *s, cpu_cmd_t *c);
+
+/* Lock held: runs the queued commands as skipped ones (events complete,
+ * blocks go back) and frees their records. */
+static void cpu_stream_drop_queue_locked(cpu_stream_t *s)
+{
+    while (s->head) {
+        cpu_cmd_t *c = s->head;
+        s->head = c->next;
+        cpu_cmd_run(s, c);
+        keel__cpu_cmd_free(c);
+        atomic_fetch_add(&s->completed, 1);
+    }
+    s->tail = NULL;
+}
+
+void keel__cpu_exit_begin(void)
+{
+    atomic_store(&cpu_exiting, 1);
+    /* On a worker (exit from a host function), nobody else runs this
+     * stream's queue: its event records complete now, so that other
+     * streams waiting on them can go idle. */
+    cpu_stream_t *own = keel__cpu_tls_stream;
+    if (own) {
+        pthread_mutex_lock(&own->lock);
+        cpu_stream_drop_queue_locked(own);
+        pthread_mutex_unlock(&own->lock);
+    }
+}
+
+static int cpu_cmd_skipped(const cpu_cmd_t *c)
+{
+    return KEEL__UNLIKELY(atomic_load_explicit(&cpu_exiting, memory_order_relaxed)) && c->type != CPU_CMD_RECORD &&
+           c->type != CPU_CMD_FREE;
+}
+
 static void cpu_cmd_run(cpu_stream_t *s, cpu_cmd_t *c)
 {
-    switch (c->type) {
+    switch (cpu_cmd_skipped(c) ? 0 : c->type) {
+    case 0:
+        break;
     case CPU_CMD_LAUNCH:
         keel__cpu_run_launch(s, c);
         break;
@@ -267,9 +311,11 @@ static void *cpu_stream_main(void *p)
         s->head = c->next;
         if (!s->head)
             s->tail = NULL;
+        s->running = c;
         pthread_mutex_unlock(&s->lock);
         cpu_cmd_run(s, c);
         pthread_mutex_lock(&s->lock);
+        s->running = NULL;
         c->next = s->free_list;
         s->free_list = c;
         uint64_t done = atomic_fetch_add_explicit(&s->completed, 1, memory_order_release) + 1;
@@ -350,9 +396,48 @@ keel_status_t keel__cpu_stream_sync(cpu_stream_t *s)
     return st;
 }
 
+/* The teardown at exit, on the stream's own worker (a host function or a
+ * kernel of the stream called exit): the worker never returns to its loop,
+ * so it is not joined; what is queued is run as skipped commands are (events
+ * complete, blocks go back) and every record is freed, the one running too. */
+static void cpu_stream_abandon_locked(cpu_stream_t *s)
+{
+    s->stop = 1;
+    cpu_stream_drop_queue_locked(s);
+    if (s->running) {
+        keel__cpu_cmd_free(s->running);
+        s->running = NULL;
+    }
+    /* Threads synchronizing the stream see it done. */
+    atomic_store(&s->completed, atomic_load(&s->submitted));
+    cpu_wake_all_locked(s);
+    pthread_detach(s->thread);
+}
+
+/* Waits until no thread is in keel__cpu_stream_sync or a full queue's wait
+ * on s: the worker has finished, so each is about to leave. */
+static void cpu_stream_wait_waiters(cpu_stream_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    while (atomic_load(&s->idle_waiters) != 0) {
+        pthread_cond_broadcast(&s->idle_cv);
+        pthread_mutex_unlock(&s->lock);
+        sched_yield();
+        pthread_mutex_lock(&s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 void keel__cpu_stream_destroy_now(cpu_stream_t *s)
 {
     cpu_device_t *d = s->dev;
+    int own = keel__cpu_tls_stream == s;
+    if (own) {
+        pthread_mutex_lock(&s->lock);
+        cpu_stream_abandon_locked(s);
+        pthread_mutex_unlock(&s->lock);
+        keel__cpu_tls_stream = NULL;
+    }
     pthread_mutex_lock(&d->lock);
     if (s->prev)
         s->prev->next = s->next;
@@ -366,15 +451,18 @@ void keel__cpu_stream_destroy_now(cpu_stream_t *s)
         pthread_cond_wait(&d->sync_cv, &d->lock);
     pthread_mutex_unlock(&d->lock);
 
-    if (keel__cpu_check)
-        keel__cpu_check_release(s, UINT64_MAX);   /* the worker drains the queue */
-    pthread_mutex_lock(&s->lock);
-    s->stop = 1;
-    pthread_cond_signal(&s->work_cv);
-    pthread_mutex_unlock(&s->lock);
-    pthread_join(s->thread, NULL);
+    if (!own) {
+        if (keel__cpu_check)
+            keel__cpu_check_release(s, UINT64_MAX);   /* the worker drains the queue */
+        pthread_mutex_lock(&s->lock);
+        s->stop = 1;
+        pthread_cond_signal(&s->work_cv);
+        pthread_mutex_unlock(&s->lock);
+        pthread_join(s->thread, NULL);
+    }
     if (keel__cpu_check)
         keel__cpu_check_stream_fini(s);
+    cpu_stream_wait_waiters(s);
 
     if (s->capture)
         keel__cpu_graph_free(s->capture);
@@ -394,7 +482,7 @@ void keel__cpu_stream_destroy_now(cpu_stream_t *s)
 static keel_status_t cpu_stream_destroy(void *stream_ctx)
 {
     cpu_stream_t *s = stream_ctx;
-    if (keel__cpu_tls_stream == s)
+    if (keel__cpu_tls_stream == s && !atomic_load(&cpu_exiting))
         return CPU_ERR(KEEL_ERROR_BUSY, "keel_stream_destroy: called from a host function of this stream");
     keel__cpu_stream_destroy_now(s);
     return KEEL_OK;
@@ -575,4 +663,44 @@ keel_status_t keel__cpu_enqueue_small(void *stream_ctx, void (*fn)(void *payload
         return KEEL_OK;
     }
     return keel__cpu_enqueue(stream_ctx, fn, payload, payload_size);
+}
+
+int keel__cpu_device_quiesce(void *device_ctx, const struct timespec *deadline)
+{
+    cpu_device_t *d = device_ctx;
+    if (KEEL__UNLIKELY(keel__cpu_check)) {
+        /* The checking mode holds work back until the host waits: let every
+         * stream go (what it has not started is skipped). */
+        pthread_mutex_lock(&d->lock);
+        for (cpu_stream_t *t = d->streams; t; t = t->next) {
+            t->sync_refs++;
+            pthread_mutex_unlock(&d->lock);
+            keel__cpu_check_release(t, UINT64_MAX);
+            pthread_mutex_lock(&d->lock);
+            if (--t->sync_refs == 0)
+                pthread_cond_broadcast(&d->sync_cv);
+        }
+        pthread_mutex_unlock(&d->lock);
+    }
+    for (;;) {
+        int busy = 0;
+        pthread_mutex_lock(&d->lock);
+        for (cpu_stream_t *t = d->streams; t && !busy; t = t->next)
+            busy = t != keel__cpu_tls_stream &&
+                   atomic_load(&t->completed) < atomic_load(&t->submitted);
+        pthread_mutex_unlock(&d->lock);
+        if (!busy)
+            return 0;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > deadline->tv_sec || (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec))
+            return -1;
+        struct timespec nap = {0, 1000000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+int keel__cpu_thread_role(void)
+{
+    return keel__cpu_tls_stream ? 1 : keel__cpu_tls_pool_worker ? 2 : 0;
 }

@@ -86,6 +86,8 @@ typedef struct keel_host_api {
 typedef struct keel_device_vtable {
     uint32_t struct_size; /**< sizeof(keel_device_vtable_t) the plugin was built with; entries past it are absent */
     keel_status_t (*open)(void *backend_ctx, int index, void **device_ctx);
+    /** optional: release the device; called by keel_finalize() once its streams (the default
+     *  one included), events, modules, graphs and memory are gone. */
     void (*close)(void *device_ctx);
     /** Fill every field of @p props (a full-size struct; the core copies what the caller asked). */
     keel_status_t (*get_properties)(void *device_ctx, keel_device_properties_t *props);
@@ -224,7 +226,11 @@ typedef struct keel_backend_plugin {
      */
     keel_status_t (*probe)(const keel_host_api_t *host, void **backend_ctx, int *device_count,
                            const char **description);
-    /** optional: release the backend context at exit. */
+    /** optional: release the backend context. Called by keel_finalize() after every device of
+     *  the backend was closed, and then the plugin is unloaded (dlclose); a later
+     *  initialization loads it again and calls keel_backend_init and probe afresh. At
+     *  process exit it is called only if no device of the plugin was opened (the vendor
+     *  runtime may be gone by then: see docs/reliability.md). */
     void (*shutdown)(void *backend_ctx);
     const keel_device_vtable_t *device;
     const keel_memory_vtable_t *memory;

@@ -8,8 +8,9 @@
  * KEEL_BACKEND and KEEL_DEVICE select; any device of any usable backend can
  * also be used explicitly, several at once in one process.
  *
- * Backend and device handles live until the process exits: they are never
- * freed by the caller and stay valid across threads.
+ * Backend and device handles live until keel_finalize() or the process's exit:
+ * they are never freed by the caller and stay valid across threads; after
+ * keel_finalize() they are stale (KEEL_ERROR_INVALID_HANDLE).
  *
  * Handles of objects the caller destroys (streams, events, modules, kernels,
  * graphs) are checked on every call: NULL, or a handle of another type, is

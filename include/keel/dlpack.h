@@ -112,7 +112,9 @@ typedef struct keel_tensor {
  *         or more than KEEL_DLPACK_MAX_NDIM dimensions; KEEL_ERROR_OUT_OF_RANGE
  *         when the memory overlaps a Keel allocation without lying inside it.
  * Ownership: on success Keel owns @p managed and calls its deleter once,
- * from keel_dlpack_release(); on failure the caller still owns it.
+ * from keel_dlpack_release() (or keel_finalize(), for a tensor left
+ * imported; not at process exit, where the producer may be gone); on
+ * failure the caller still owns it.
  */
 KEEL_API keel_status_t keel_dlpack_import(keel_device_t *device, DLManagedTensor *managed,
                                           const keel_tensor_t **tensor);

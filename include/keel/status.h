@@ -96,7 +96,9 @@ KEEL_API void keel_version(int *major, int *minor, int *patch);
  *
  * Optional: every call initializes Keel on first use. Calling it explicitly
  * gets the environment errors early. Idempotent and thread-safe; the
- * environment is read once, on the first call.
+ * environment is read once, on the first call, and again on the first call
+ * after keel_finalize(). Once the process has begun to exit and Keel was torn
+ * down (see keel_finalize()), it returns KEEL_ERROR_BACKEND_UNAVAILABLE.
  * @return KEEL_OK; KEEL_ERROR_INVALID_ENVIRONMENT if a KEEL_* variable holds
  *         garbage (the detail names the variable and the valid values);
  *         KEEL_ERROR_BACKEND_UNAVAILABLE if KEEL_BACKEND names backends none
@@ -106,6 +108,59 @@ KEEL_API void keel_version(int *major, int *minor, int *patch);
  *         listing works after either failure, so tools can report.
  */
 KEEL_API keel_status_t keel_init(void);
+
+/**
+ * @brief Release everything Keel holds: every object, every allocation, every
+ * thread, every plugin.
+ *
+ * Optional: at process exit Keel releases the same by itself (below). In order:
+ * - waits for the work queued on every stream of every opened device, host
+ *   functions included (a failure of that work is logged at warn, not returned:
+ *   synchronize first to see it);
+ * - destroys what the application did not: graph execs, graphs, kernels,
+ *   modules, events, streams (a capture in progress is abandoned), imported
+ *   DLPack tensors (their deleters run) and host registrations (unpinned), and
+ *   frees every allocation (device, pinned, managed, stream-ordered) and every
+ *   block Keel kept for reuse;
+ * - closes every device (its default stream and threads), shuts every backend
+ *   down, unloads every plugin (dlclose), frees the allocation registry and the
+ *   backend table.
+ *
+ * Afterwards every handle and pointer Keel gave out is stale: a call with a
+ * stream, event, module, kernel, graph, device or backend handle of before
+ * returns KEEL_ERROR_INVALID_HANDLE ("destroyed"), and keel_free() of an old
+ * pointer KEEL_ERROR_INVALID_POINTER; neither crashes. The memory behind the
+ * handles is kept for the rest of the process for that purpose (a few pages,
+ * not heap: valgrind and LeakSanitizer do not count it). Keel may be used again
+ * after it: keel_init(), or any call that needs Keel, initializes it afresh
+ * (reading the environment again, except KEEL_FAULT, read once per process),
+ * and hands out new handles (an old handle may then alias a new object of its
+ * type, as freed memory does).
+ *
+ * Thread safety: no other thread may be inside a Keel call, or use a Keel
+ * object, while keel_finalize() runs; concurrent calls of keel_finalize() and
+ * keel_init() are serialized. Calling it again, or before Keel was ever used,
+ * does nothing and returns KEEL_OK. In a child of fork() it calls no backend
+ * (the threads are the parent's) and only forgets the parent's objects, so
+ * that the child may start Keel afresh.
+ *
+ * At exit: an exit handler (atexit, registered by the first initialization)
+ * runs the same teardown with three differences. Commands still queued on CPU
+ * streams are not run (events they record still complete, stream-ordered frees
+ * still free): the teardown waits up to 2 s for the commands running, and if one
+ * is still running then, or exit was called from a CPU kernel's pool thread,
+ * Keel leaves everything to the system rather than hang or free what runs. And
+ * a GPU plugin whose devices were opened is left alone: its vendor runtime may
+ * already be gone, and the driver reclaims its objects. And the deleters of
+ * tensors still imported are not called (their producer may be gone). Exit handlers
+ * registered after Keel's first initialization run before it and may use Keel;
+ * later calls find it shut down (KEEL_ERROR_BACKEND_UNAVAILABLE, stale handles).
+ * In a child of fork() the exit handler does nothing.
+ *
+ * @return KEEL_OK; KEEL_ERROR_BUSY, with nothing released, when called from a
+ *         host function or a kernel that Keel runs (it would wait for itself).
+ */
+KEEL_API keel_status_t keel_finalize(void);
 
 #ifdef __cplusplus
 }
