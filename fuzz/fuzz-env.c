@@ -19,6 +19,7 @@
 static const char *const vars[] = {
     "KEEL_LOG",         "KEEL_DEVICE",      "KEEL_BACKEND",          "KEEL_FAULT",  "KEEL_BACKEND_PATH",
     "KEEL_CPU_DEVICES", "KEEL_CPU_THREADS", "KEEL_CPU_MEMORY_LIMIT", "KEEL_CPU_CC", "KEEL_CPU_CFLAGS",
+    "KEEL_CPU_CHECK",
 };
 #define NVARS (sizeof vars / sizeof vars[0])
 
@@ -131,6 +132,8 @@ static int reference(const char *var, const char *v)
         return ref_number(v, 1, 64);
     if (!strcmp(var, "KEEL_CPU_THREADS"))
         return ref_number(v, 1, 1024);
+    if (!strcmp(var, "KEEL_CPU_CHECK"))
+        return ref_number(v, 0, 1);
     if (!strcmp(var, "KEEL_CPU_MEMORY_LIMIT"))
         return ref_memory(v);
     if (!strcmp(var, "KEEL_BACKEND"))

@@ -69,7 +69,7 @@ env = [
     (0, "info"), (0, "INFO"), (0, "loud"), (1, "0"), (1, "-1"), (2, "cuda,hip,cpu"), (2, "^cuda"),
     (2, "cuda, cpu"), (3, "host-alloc:3"), (3, "device-alloc:1,thread-create:2+"),
     (3, "stream-enqueue:p=0.01:seed=42"), (3, "compile:0"), (4, "/tmp:/nonexistent"), (5, "64"),
-    (6, "1025"), (7, "512M"), (7, "16E"), (8, "ccache gcc"), (9, "-O2 -g"),
+    (6, "1025"), (7, "512M"), (7, "16E"), (8, "ccache gcc"), (9, "-O2 -g"), (10, "1"), (10, "2"),
 ]
 
 def main(top):
