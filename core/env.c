@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include "core/internal.h"
 
 static const struct {
@@ -61,4 +62,50 @@ int keel__parse_uint(const char *s, unsigned long long max, unsigned long long *
         return -1;
     *out = v;
     return 0;
+}
+
+keel_status_t keel__env_log(const char *value, int *level)
+{
+    if (keel__log_parse(value, level) != 0)
+        return keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
+                               "KEEL_LOG=\"%s\" is not a log level; expected none, error, warn, info or debug", value);
+    return KEEL_OK;
+}
+
+keel_status_t keel__env_device(const char *value, long *index)
+{
+    unsigned long long v;
+    if (keel__parse_uint(value, 1u << 20, &v) != 0)
+        return keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
+                               "KEEL_DEVICE=\"%s\" is not a device index; expected a number 0, 1, 2, ...", value);
+    *index = (long)v;
+    return KEEL_OK;
+}
+
+keel_status_t keel__env_check(const char *name, const char *value)
+{
+    /* The CPU backend's parsers report through the host services its probe
+     * received; keel_init probes it, whatever the environment holds. */
+    (void)keel_init();
+    keel_clear_error();
+    if (!value || !value[0])
+        return KEEL_OK;   /* empty counts as unset */
+    if (strcmp(name, "KEEL_LOG") == 0) {
+        int level;
+        return keel__env_log(value, &level);
+    }
+    if (strcmp(name, "KEEL_DEVICE") == 0) {
+        long index;
+        return keel__env_device(value, &index);
+    }
+    if (strcmp(name, "KEEL_BACKEND") == 0) {
+        char names[KEEL__MAX_PREFS][32];
+        int n;
+        return keel__parse_backend_list(value, names, &n) == 0 ? KEEL_OK : keel_last_status();
+    }
+    if (strcmp(name, "KEEL_FAULT") == 0)
+        return keel__fault_check(value);
+    if (strcmp(name, "KEEL_BACKEND_PATH") == 0)
+        return keel__loader_path_check(value);
+    return keel__cpu_env_check(name, value);
 }

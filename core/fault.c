@@ -217,6 +217,35 @@ static keel_status_t parse_entry(const char *value, int pos, const char *p, cons
     return KEEL_OK;
 }
 
+/* Parses value into parsed[] (*n rules); KEEL_OK or the error set. */
+static keel_status_t fault_parse(const char *value, rule_t parsed[MAX_RULES], int *n)
+{
+    int pos = 0;
+    keel_status_t st;
+    *n = 0;
+    for (const char *p = value;;) {
+        pos++;
+        const char *comma = strchr(p, ',');
+        const char *end = comma ? comma : p + strlen(p);
+        if (*n == MAX_RULES)
+            return keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT, "KEEL_FAULT=\"%s\" has more than %d entries; %s",
+                                   value, MAX_RULES, form);
+        if ((st = parse_entry(value, pos, p, end, &parsed[*n])) != KEEL_OK)
+            return st;
+        ++*n;
+        if (!comma)
+            return KEEL_OK;
+        p = comma + 1;
+    }
+}
+
+keel_status_t keel__fault_check(const char *value)
+{
+    rule_t parsed[MAX_RULES];
+    int n;
+    return value && value[0] ? fault_parse(value, parsed, &n) : KEEL_OK;
+}
+
 keel_status_t keel__fault_setup(const char *value)
 {
     if (setup_done) {
@@ -228,24 +257,8 @@ keel_status_t keel__fault_setup(const char *value)
     if (!value || !value[0])
         return KEEL_OK;
     rule_t parsed[MAX_RULES];
-    int n = 0, pos = 0;
-    keel_status_t st = KEEL_OK;
-    for (const char *p = value;;) {
-        pos++;
-        const char *comma = strchr(p, ',');
-        const char *end = comma ? comma : p + strlen(p);
-        if (n == MAX_RULES) {
-            st = keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT, "KEEL_FAULT=\"%s\" has more than %d entries; %s",
-                                 value, MAX_RULES, form);
-            break;
-        }
-        if ((st = parse_entry(value, pos, p, end, &parsed[n])) != KEEL_OK)
-            break;
-        n++;
-        if (!comma)
-            break;
-        p = comma + 1;
-    }
+    int n;
+    keel_status_t st = fault_parse(value, parsed, &n);
     if (st != KEEL_OK) {
         setup_status = st;
         snprintf(setup_detail, sizeof setup_detail, "%s", keel_last_error());

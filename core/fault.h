@@ -32,6 +32,8 @@ KEEL_HIDDEN int keel__fault_hit(int site) __attribute__((cold));
  * process (later calls return the first verdict). KEEL_OK, or
  * KEEL_ERROR_INVALID_ENVIRONMENT with the detail set. */
 KEEL_HIDDEN keel_status_t keel__fault_setup(const char *value);
+/* Parses a KEEL_FAULT value as keel__fault_setup does, arming nothing. */
+KEEL_HIDDEN keel_status_t keel__fault_check(const char *value);
 /* Faults injected so far on the calling thread: a failure met while it
  * moved is one KEEL_FAULT made, and nothing to remember. */
 KEEL_HIDDEN unsigned long keel__fault_thread_count(void);

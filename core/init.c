@@ -35,7 +35,7 @@ static int log_applied;
  * there, and nothing of the parent's may be waited for or joined. */
 static pid_t init_pid;   /* a run again after a passing failure keeps the level the program set since */
 
-#define MAX_PREFS 32
+#define MAX_PREFS KEEL__MAX_PREFS
 
 /* Records the first environment or selection failure of keel_init. */
 static void init_fail(keel_status_t st)
@@ -59,7 +59,7 @@ static void env_fail(void)
 static const char *const default_order[] = {"cuda", "hip", "cpu"};
 
 /* Splits KEEL_BACKEND into the names to try, in order. Returns -1 (error set) on garbage. */
-static int parse_backend_list(const char *value, char names[][32], int *count)
+int keel__parse_backend_list(const char *value, char names[][32], int *count)
 {
     char excluded[MAX_PREFS][32];
     int nex = 0, n = 0, pos = 0;
@@ -185,13 +185,11 @@ static void init_once_fn(void)
     const char *log_env = getenv("KEEL_LOG");
     if (log_env && log_env[0]) {
         int level;
-        if (keel__log_parse(log_env, &level) == 0) {
+        if (keel__env_log(log_env, &level) == KEEL_OK) {
             if (!log_applied)
                 keel_log_set_level((keel_log_level_t)level);
             log_applied = 1;
         } else {
-            keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
-                            "KEEL_LOG=\"%s\" is not a log level; expected none, error, warn, info or debug", log_env);
             env_fail();
         }
     }
@@ -209,21 +207,13 @@ static void init_once_fn(void)
 
     long device_index = 0;
     const char *dev_env = getenv("KEEL_DEVICE");
-    if (dev_env && dev_env[0]) {
-        unsigned long long v;
-        if (keel__parse_uint(dev_env, 1u << 20, &v) != 0) {
-            keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
-                            "KEEL_DEVICE=\"%s\" is not a device index; expected a number 0, 1, 2, ...", dev_env);
-            env_fail();
-        } else {
-            device_index = (long)v;
-        }
-    }
+    if (dev_env && dev_env[0] && keel__env_device(dev_env, &device_index) != KEEL_OK)
+        env_fail();
     const char *backend_env = getenv("KEEL_BACKEND");
     char names[MAX_PREFS][32];
     int n = 0;
     if (backend_env && backend_env[0]) {
-        if (parse_backend_list(backend_env, names, &n) != 0)
+        if (keel__parse_backend_list(backend_env, names, &n) != 0)
             env_fail();
     } else {
         for (size_t i = 0; i < sizeof(default_order) / sizeof(default_order[0]); i++)

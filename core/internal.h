@@ -440,6 +440,24 @@ KEEL_HIDDEN void keel__cpu_thread_scratch_free(void);
 KEEL_HIDDEN int keel__parse_uint(const char *s, unsigned long long max, unsigned long long *out);
 /* core/log.c: KEEL_LOG's value to a level; 0 or -1. */
 KEEL_HIDDEN int keel__log_parse(const char *value, int *level);
+/* core/env.c: KEEL_LOG's and KEEL_DEVICE's values, parsed as keel_init
+ * parses them: KEEL_OK, or KEEL_ERROR_INVALID_ENVIRONMENT with the detail. */
+KEEL_HIDDEN keel_status_t keel__env_log(const char *value, int *level);
+KEEL_HIDDEN keel_status_t keel__env_device(const char *value, long *index);
+/* core/env.c: one variable's value, parsed by the code that reads it at
+ * initialization, without acting on it (for the fuzzer of fuzz/fuzz-env.c;
+ * call keel_init first). KEEL_OK, KEEL_ERROR_INVALID_ENVIRONMENT with the
+ * detail, or KEEL_ERROR_NOT_FOUND for a variable it has no parser for. */
+KEEL_HIDDEN keel_status_t keel__env_check(const char *name, const char *value);
+/* core/init.c: KEEL_BACKEND split into the names to try, in order, at most
+ * KEEL__MAX_PREFS; 0, or -1 with the error set. */
+#define KEEL__MAX_PREFS 32
+KEEL_HIDDEN int keel__parse_backend_list(const char *value, char names[][32], int *count);
+/* core/loader.c: KEEL_BACKEND_PATH's entries checked as keel__loader_setup does. */
+KEEL_HIDDEN keel_status_t keel__loader_path_check(const char *path_env);
+/* backends/cpu/cpu_backend.c: the CPU backend's own variables (KEEL_CPU_*),
+ * as its probe and its compiler read them; KEEL_ERROR_NOT_FOUND for others. */
+KEEL_HIDDEN keel_status_t keel__cpu_env_check(const char *name, const char *value);
 
 /* "device", "pinned host", "managed" or "host" (core/memory.c). */
 KEEL_HIDDEN const char *keel__memory_kind_name(keel_memory_kind_t k);

@@ -145,6 +145,42 @@ static int add_default_dirs(char **found, int n)
 
 /* keel_init calls it under its lock, again after a failure that may pass
  * (out of host memory): nothing is published until every copy is made. */
+/* Splits KEEL_BACKEND_PATH into its directories, each copied into found[]
+ * (at most MAX_DIRS - 4, leaving room for the default ones; *n of them)
+ * when found is not NULL. Returns the
+ * verdict on the value: an entry that is no directory is
+ * KEEL_ERROR_INVALID_ENVIRONMENT, the other entries are still taken; out of
+ * memory is KEEL_ERROR_OUT_OF_MEMORY, found[*n - 1] NULL once copies began. */
+static keel_status_t split_path(const char *path_env, char **found, int *n)
+{
+    keel_status_t st = KEEL_OK;
+    *n = 0;
+    char *copy = keel__strdup(path_env);
+    if (!copy)
+        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_init: out of host memory");
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
+        struct stat sb;
+        if (stat(tok, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            if (st == KEEL_OK)
+                st = keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
+                                     "KEEL_BACKEND_PATH=\"%s\": \"%s\" is not a directory; expected a "
+                                     "colon-separated list of directories holding keel-<name>.so plugins",
+                                     path_env, tok);
+            continue;
+        }
+        if (found && *n < MAX_DIRS - 4 && !(found[(*n)++] = keel__strdup(tok)))
+            break;
+    }
+    free(copy);
+    return st;
+}
+
+keel_status_t keel__loader_path_check(const char *path_env)
+{
+    return split_path(path_env, NULL, &(int){0});
+}
+
 keel_status_t keel__loader_setup(const char *path_env)
 {
     keel_status_t st = KEEL_OK;
@@ -155,26 +191,8 @@ keel_status_t keel__loader_setup(const char *path_env)
     add_backend("cpu", 1);
     char *found[MAX_DIRS];
     int n = 0;
-    if (path_env) {
-        char *copy = keel__strdup(path_env);
-        if (!copy)
-            return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_init: out of host memory");
-        char *save = NULL;
-        for (char *tok = strtok_r(copy, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
-            struct stat sb;
-            if (stat(tok, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-                if (st == KEEL_OK)
-                    st = keel__set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
-                                         "KEEL_BACKEND_PATH=\"%s\": \"%s\" is not a directory; expected a "
-                                         "colon-separated list of directories holding keel-<name>.so plugins",
-                                         path_env, tok);
-                continue;
-            }
-            if (n < MAX_DIRS - 4 && !(found[n++] = keel__strdup(tok)))
-                break;
-        }
-        free(copy);
-    }
+    if (path_env && (st = split_path(path_env, found, &n)) == KEEL_ERROR_OUT_OF_MEMORY)
+        return st;
     if (n == 0 || found[n - 1])
         n = add_default_dirs(found, n);
     if (n == 0 || !found[n - 1]) {

@@ -49,9 +49,8 @@ static int cpu_parse_size(const char *s, int allow_suffix, unsigned long long *o
 }
 
 /* An empty variable counts as unset, as a shell's "VAR= prog" means. */
-static keel_status_t cpu_env_int(const char *var, long lo, long hi, long dflt, long *out)
+static keel_status_t cpu_env_int(const char *var, const char *s, long lo, long hi, long dflt, long *out)
 {
-    const char *s = getenv(var);
     unsigned long long v;
     if (!s || !*s) {
         *out = dflt;
@@ -64,10 +63,9 @@ static keel_status_t cpu_env_int(const char *var, long lo, long hi, long dflt, l
     return KEEL_OK;
 }
 
-static keel_status_t cpu_env_memory_limit(size_t *cap)
+static keel_status_t cpu_env_memory_limit(const char *s, size_t *cap)
 {
     const char *var = "KEEL_CPU_MEMORY_LIMIT";
-    const char *s = getenv(var);
     unsigned long long v;
     *cap = 0;
     if (!s || !*s)
@@ -79,6 +77,23 @@ static keel_status_t cpu_env_memory_limit(size_t *cap)
                        var, s);
     *cap = (size_t)v;
     return KEEL_OK;
+}
+
+keel_status_t keel__cpu_env_check(const char *name, const char *value)
+{
+    long v;
+    size_t cap;
+    if (strcmp(name, "KEEL_CPU_DEVICES") == 0)
+        return cpu_env_int(name, value, 1, KEEL_CPU_MAX_DEVICES, 1, &v);
+    if (strcmp(name, "KEEL_CPU_THREADS") == 0)
+        return cpu_env_int(name, value, 1, KEEL_CPU_MAX_THREADS, 1, &v);
+    if (strcmp(name, "KEEL_CPU_CHECK") == 0)
+        return cpu_env_int(name, value, 0, 1, 0, &v);
+    if (strcmp(name, "KEEL_CPU_MEMORY_LIMIT") == 0)
+        return cpu_env_memory_limit(value, &cap);
+    if (strcmp(name, "KEEL_CPU_CC") == 0 || strcmp(name, "KEEL_CPU_CFLAGS") == 0)
+        return keel__cpu_compiler_check(name, value);
+    return CPU_ERR(KEEL_ERROR_NOT_FOUND, "no parser for the variable %s", name);
 }
 
 /* ---- machine facts ---- */
@@ -180,11 +195,12 @@ static keel_status_t cpu_probe(const keel_host_api_t *host, void **backend_ctx, 
     if (!b)
         return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "cpu backend: out of memory while probing");
     cpu_probe_machine(b);
-    if ((st = cpu_env_int("KEEL_CPU_DEVICES", 1, KEEL_CPU_MAX_DEVICES, 1, &ndev)) != KEEL_OK ||
-        (st = cpu_env_memory_limit(&cap)) != KEEL_OK ||
-        (st = cpu_env_int("KEEL_CPU_THREADS", 1, KEEL_CPU_MAX_THREADS,
+    if ((st = cpu_env_int("KEEL_CPU_DEVICES", getenv("KEEL_CPU_DEVICES"), 1, KEEL_CPU_MAX_DEVICES, 1, &ndev)) !=
+            KEEL_OK ||
+        (st = cpu_env_memory_limit(getenv("KEEL_CPU_MEMORY_LIMIT"), &cap)) != KEEL_OK ||
+        (st = cpu_env_int("KEEL_CPU_THREADS", getenv("KEEL_CPU_THREADS"), 1, KEEL_CPU_MAX_THREADS,
                           b->cores < KEEL_CPU_MAX_THREADS ? b->cores : KEEL_CPU_MAX_THREADS, &threads)) != KEEL_OK ||
-        (st = cpu_env_int("KEEL_CPU_CHECK", 0, 1, 0, &check)) != KEEL_OK) {
+        (st = cpu_env_int("KEEL_CPU_CHECK", getenv("KEEL_CPU_CHECK"), 0, 1, 0, &check)) != KEEL_OK) {
         free(b);
         return st;
     }

@@ -146,6 +146,31 @@ typedef struct cpu_build {
     char cmd[8192];
 } cpu_build_t;
 
+/* Splits the compiler's command and flags into b's words. */
+static keel_status_t split_compiler(cpu_build_t *b, const char *cc, const char *flags, const char *fn)
+{
+    b->ncc = keel__split_words(cc, b->cc_buf, sizeof b->cc_buf, b->cc, CPU_CC_MAX_WORDS);
+    b->nflags = keel__split_words(flags, b->flags_buf, sizeof b->flags_buf, b->flags, CPU_CC_MAX_WORDS);
+    if (b->ncc <= 0)
+        return CPU_ERR(KEEL_ERROR_INVALID_ENVIRONMENT, "%s: KEEL_CPU_CC='%s' names no compiler", fn, cc);
+    if (b->nflags < 0)
+        return CPU_ERR(KEEL_ERROR_INVALID_ENVIRONMENT, "%s: KEEL_CPU_CFLAGS has more than %d words", fn,
+                       CPU_CC_MAX_WORDS);
+    return KEEL_OK;
+}
+
+keel_status_t keel__cpu_compiler_check(const char *name, const char *value)
+{
+    cpu_build_t *b = keel__malloc(sizeof *b);
+    if (!b)
+        return CPU_ERR(KEEL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
+    int is_cc = strcmp(name, "KEEL_CPU_CC") == 0;
+    keel_status_t st = split_compiler(b, is_cc ? value : KEEL_CPU_CC_DEFAULT, is_cc ? KEEL_CPU_CFLAGS_DEFAULT : value,
+                                      name);
+    free(b);
+    return st;
+}
+
 /* Reads KEEL_CPU_CC and KEEL_CPU_CFLAGS and finds the compiler. */
 static keel_status_t find_compiler(cpu_build_t *b)
 {
@@ -155,13 +180,9 @@ static keel_status_t find_compiler(cpu_build_t *b)
         cc = KEEL_CPU_CC_DEFAULT;
     if (!flags || !flags[0])
         flags = KEEL_CPU_CFLAGS_DEFAULT;
-    b->ncc = keel__split_words(cc, b->cc_buf, sizeof b->cc_buf, b->cc, CPU_CC_MAX_WORDS);
-    b->nflags = keel__split_words(flags, b->flags_buf, sizeof b->flags_buf, b->flags, CPU_CC_MAX_WORDS);
-    if (b->ncc <= 0)
-        return CPU_ERR(KEEL_ERROR_INVALID_ENVIRONMENT, "%s: KEEL_CPU_CC='%s' names no compiler", fn_name, cc);
-    if (b->nflags < 0)
-        return CPU_ERR(KEEL_ERROR_INVALID_ENVIRONMENT, "%s: KEEL_CPU_CFLAGS has more than %d words", fn_name,
-                       CPU_CC_MAX_WORDS);
+    keel_status_t st = split_compiler(b, cc, flags, fn_name);
+    if (st != KEEL_OK)
+        return st;
     if (!keel__find_program(b->cc[0], b->compiler, sizeof b->compiler, &b->compiler_st))
         return CPU_ERR(KEEL_ERROR_COMPILE_FAILED,
                        "%s: no C compiler: '%s' (%s) is not an executable %s; the CPU backend compiles kernels with "

@@ -313,6 +313,9 @@ KEEL_HIDDEN void keel__cpu_set(void *dst, int value, size_t bytes);
 /* ---- cpu_compile.c ---- */
 KEEL_HIDDEN keel_status_t keel__cpu_module_compile(void *device_ctx, const char *source, const char *name,
                                                    const char *const *options, int num_options, void **module_ctx);
+/* KEEL_CPU_CC's or KEEL_CPU_CFLAGS's value split as a build splits it
+ * (cpu_compile.c); the other one at its default. */
+KEEL_HIDDEN keel_status_t keel__cpu_compiler_check(const char *name, const char *value);
 KEEL_HIDDEN keel_status_t keel__cpu_module_open(cpu_device_t *d, const char *path, const char *fn,
                                                 void **module_ctx);
 

@@ -108,7 +108,9 @@ static inline uint16_t keel__f64_to_bf16(double d)
  * overflow to Inf, underflow to 0, NaN passed through. */
 static inline float keel__expf(float x)
 {
-    float xc = x > 88.8f ? 88.8f : x < -104.0f ? -104.0f : x;
+    /* NaN takes the lower clamp (its result is x itself, below), so that
+     * converting nf to int is defined for every input. */
+    float xc = x > 88.8f ? 88.8f : x >= -104.0f ? x : -104.0f;
     float nf = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = xc - nf * 0.693359375f;  /* ln 2 split: the high part has 9 bits, so nf * hi is exact */
     r = r - nf * -2.12194440e-4f;

@@ -172,14 +172,21 @@ static void gemm_direct_half(const keel_gemm_params_t *p, const char *A, const c
         }
 }
 
+/* Matrix bi of a batch at base. A and B may be NULL when k is 0 (they are
+ * not read), and even NULL + 0 is undefined in C. */
+static const char *batch_matrix(const void *base, size_t bi, size_t stride, size_t es)
+{
+    return base ? (const char *)base + bi * stride * es : NULL;
+}
+
 /* One product of the batch, column-major. */
 static void gemm_one(const keel_gemm_params_t *p, const gemm_work_t *r, size_t bi)
 {
     size_t m = p->m, n = p->n, k = p->k;
     int ta = p->transa == KEEL_TRANS, tb = p->transb == KEEL_TRANS;
     size_t ces = keel__esize(p->c_type), ies = keel__esize(p->a_type);
-    const char *A = (const char *)p->a + bi * p->stride_a * ies;
-    const char *B = (const char *)p->b + bi * p->stride_b * ies;
+    const char *A = batch_matrix(p->a, bi, p->stride_a, ies);
+    const char *B = batch_matrix(p->b, bi, p->stride_b, ies);
     char *C = (char *)p->c + bi * p->stride_c * ces;
 
     if (p->a_type == KEEL_F64) {
