@@ -124,7 +124,7 @@ run_info() {
 # The suites: the conformance suites on CUDA, the CUDA-specific ones, the ops suite.
 SUITES=${SUITES:-"tests/test-status tests/test-device tests/test-env tests/test-memory tests/test-copy-2d
 tests/test-host-memory tests/test-dlpack tests/test-stream tests/test-kernel tests/test-module-globals
-tests/test-kernel-lang tests/test-module-file tests/test-graph tests/test-loader tests/test-stress tests/test-soak
+tests/test-kernel-lang tests/test-module-file tests/test-graph tests/test-loader tests/test-stress tests/test-soak tests/test-exit
 backends/cuda/test-cuda backends/cuda/test-cuda-sticky kernels/tests/test-ops"}
 
 run_tests() {
