@@ -479,7 +479,7 @@ KT_DEVICE_TEST(declared_block_size_is_the_only_launch)
     keel_kernel_t *k = kernel_of(m, "tile_sum");
     keel_stream_t *s = stream_new(dev);
     const int n = 1000, nb = (n + 63) / 64;
-    float *x = malloc(n * sizeof *x), part[16];
+    float *x = malloc(n * sizeof *x), part[(1000 + 63) / 64 + 1]; /* nb + 1 */
     kt_fill_random_f32(x, n);
     float *dx = dalloc(dev, n * sizeof *x), *dp = dalloc(dev, (nb + 1) * sizeof *part);
     upload(dx, x, n * sizeof *x);
