@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* keel-bench-cuda: Keel against raw CUDA, side by side in one process.
  *
  * Each measurement runs the raw CUDA form and the Keel form of the same work

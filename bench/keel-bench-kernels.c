@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* keel-bench-kernels: portable kernels (keel/kernel_lang.h, built with
  * keel_module_build, launched with KEEL_LAUNCH) against the same algorithms
  * written by hand, side by side in one process, on the device Keel selects

@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: MIT
 # KEEL_CHECK_CFLAG(FLAG, [ACTION-IF-ACCEPTED], [ACTION-IF-NOT-ACCEPTED])
 # Whether $CC compiles a C program with FLAG. Warnings count as a refusal
 # (-Werror), so a compiler that accepts a flag only to ignore it with a

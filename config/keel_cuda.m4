@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: MIT
 # KEEL_CHECK_CUDA: --with-cuda[=DIR]. Default: guess from nvcc on PATH,
 # $CUDA_HOME, then /usr/local/cuda. Fails only when --with-cuda was given
 # and the toolkit is not usable. Substitutes NVCC, CUDA_CPPFLAGS, CUDA_LDFLAGS,

@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: MIT
 # KEEL_CHECK_HIP: --with-hip[=DIR]. Default: guess from $ROCM_PATH,
 # /opt/rocm, then hipcc on PATH (Debian's packages: /usr/bin/hipcc with the
 # headers in /usr/include/hip and libamdhip64 in the multiarch directory).

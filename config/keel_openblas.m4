@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: MIT
 # KEEL_CHECK_OPENBLAS: --with-openblas[=yes|no|guess]. Finds cblas.h and
 # libopenblas through pkg-config (Debian: libopenblas-dev). Defines
 # HAVE_OPENBLAS, substitutes OPENBLAS_CFLAGS / OPENBLAS_LIBS.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Copies and memsets: their direction, device and bounds come from the
  * allocation registry. */
 #include <string.h>

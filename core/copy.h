@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the copy and memset entry points share (core/copy.c, core/copy_2d.c):
  * each side of a copy resolved against the allocation registry, the device
  * that performs it, and the checks of a stream-ordered one. Internal. */

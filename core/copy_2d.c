@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pitched memory: keel_malloc_pitch, and copies and memsets of rows
  * (2D) and boxes (3D). Each side's whole extent is checked against the
  * registry as one range; the backend's 2D entries do the work, or the core

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Public backend and device queries. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* DLPack export and import: Keel memory described as DLManagedTensor, and
  * other libraries' tensors entered into the allocation registry. */
 #include <stdlib.h>

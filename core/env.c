@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The environment variables Keel reads: their table (for keel-info and
  * docs) and the strict number parser they share. */
 #include <ctype.h>

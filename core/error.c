@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Status names, the thread-local error detail, and the library version. */
 #include <stdio.h>
 #include <string.h>

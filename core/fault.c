@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fault injection: KEEL_FAULT makes chosen internal sites fail, so that
  * users and the tests can see what Keel does when an allocation, a thread,
  * a plugin, a vendor call, an enqueue or a compiler fails

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fault injection (KEEL_FAULT, core/fault.c): the checks that make chosen
  * internal sites fail, and the allocation and thread wrappers every host
  * allocation and thread of core/, backends/cpu/ and kernels/cpu/ goes

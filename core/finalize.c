@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Releasing everything Keel holds: keel_finalize, and the same teardown at
  * process exit (core/init.c calls both with its lock held). The order goes
  * from what the application made to what Keel made for it: graphs, kernels,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Public graph capture and replay. */
 #include "core/internal.h"
 

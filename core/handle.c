@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Handle memory. A destroyed handle is marked dead and parked on a free list
  * instead of being returned, so a stale handle passed back to Keel reads as
  * "destroyed" rather than as freed memory; a later create of the same size

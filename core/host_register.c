@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The application's host memory made pinned (keel_host_register), and the
  * hints on managed memory (keel_memory_prefetch_async, keel_memory_advise).
  * A registered range is a foreign entry of the allocation registry, of kind

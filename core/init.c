@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* keel_init: reads the environment once, sets up the backend table, and
  * selects the default device from KEEL_BACKEND and KEEL_DEVICE. */
 #include <ctype.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal declarations of the core: object layouts, the registry, errors.
  * Nothing here is part of the public or plugin ABI. */
 #ifndef KEEL_CORE_INTERNAL_H

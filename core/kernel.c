@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Public modules, kernels and launches. The launch path is a handle check and
  * one indirect call: everything else was settled when the kernel was looked up. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The backend table and the plugin loader. Backends are known by name from
  * the start (cpu, cuda, hip, and any keel-<name>.so found on the search
  * path); each is loaded and probed on first need, once, and keeps the reason

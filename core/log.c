@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Logging: off unless KEEL_LOG or keel_log_set_level asks; to stderr or a callback. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Public memory API: allocation and freeing through the backend plus the
  * registry, and pointer queries. Copies and memsets are in core/copy.c. */
 #include <stdio.h>

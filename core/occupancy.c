@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* keel_kernel_suggest_block_size: the occupancy search that CUDA's
  * cudaOccupancyMaxPotentialBlockSize does, over the backend's own answer to
  * keel_kernel_max_active_blocks, so it means the same on every backend. */

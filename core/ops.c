@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Public entry points of the built-in operations (keel/ops.h): validation of
  * every argument against the stream and the allocation registry, then one
  * call into the stream's backend table (keel/backend_ops.h).

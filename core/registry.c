@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The registry of live allocations: base, size, kind and device of every
  * pointer Keel handed out.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Stream-ordered block reuse: the block keel_free_async frees waits on its
  * stream for the next keel_malloc_async of the same size there. Reuse on the
  * stream that freed it is safe without any wait (the stream runs in order),

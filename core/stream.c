@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Public streams, events and host callbacks: handle checks, then the backend. */
 #include <stdio.h>
 #include "core/internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* keel-demo: one round trip through Keel on the device it selects by itself
  * (KEEL_BACKEND / KEEL_DEVICE, default cuda,hip,cpu): allocate, copy to the
  * device, launch saxpy, synchronize, copy back, check against the host, free.

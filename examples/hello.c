@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The example of README.md: one kernel for every device; allocate, copy, launch, synchronize, free. */
 #include <stdio.h>
 #include <keel.h>

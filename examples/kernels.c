@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU kernels of the Keel demo. A CPU kernel is called once per block and
  * loops over the threads of its block itself; args[i] points at the value of
  * the i-th argument (Keel copied the values at launch). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Kernels of the Keel demo: the portable kernel it uses by default, and the
  * per-backend forms of --native. The CPU versions live in kernels.c, which is
  * both linked into keel-demo (registered by pointer) and built as a loadable

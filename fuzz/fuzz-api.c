@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz-api: a libFuzzer harness that turns its input into a sequence of
  * Keel API calls on emulated CPU devices (KEEL_BACKEND=cpu,
  * KEEL_CPU_DEVICES=3), over a small table of handles: allocations of every

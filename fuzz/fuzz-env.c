@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz-env: a libFuzzer harness for the parsers of Keel's environment
  * variables. The first byte of an input picks the variable, the rest is its
  * value; keel__env_check (core/env.c) runs the code that parses that

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Writes the seed corpora of fuzz/corpus/: for fuzz-api, a few call
 sequences in the byte code fuzz-api.c decodes (one op byte, then its
 operands); for fuzz-env, one value of each variable, valid and not.

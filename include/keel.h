@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file keel.h
  * @brief Keel: one portable device runtime for CUDA, HIP and the CPU.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Builds keel._keel against libkeel.
 
 Where libkeel comes from:

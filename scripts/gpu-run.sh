@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The GPU run of Keel, done the same way every time.
 #
 #   scripts/gpu-run.sh prepare          on the build machine (has libtool, Check):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Keel quick start, from a fresh clone on Debian 12 (or Ubuntu):
 #   1. install the Debian packages Keel needs (only those missing; sudo if not root),
 #   2. bootstrap the build system (autoreconf -fi),

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The conformance suites that drive streams, run again in the CPU backend's
 # checking mode (KEEL_CPU_CHECK=1, docs/reliability.md): correct programs
 # must pass in it unchanged. Run by `make check` from the build directory.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* saxpy as a CPU kernel registered by pointer, for the fixture and the test
  * programs that link only libkeel: y[i] = a * x[i] + y[i], one thread per
  * element, with its descriptor saxpy_desc. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The backend fixture and helpers shared by the Check suites (see fixture.h). */
 #include "fixture.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The backend fixture shared by the Check suites.
  *
  * A conformance test is written once and run on every device under test: the

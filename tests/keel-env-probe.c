@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* keel-env-probe: a child process for test-env and test-loader. Keel reads
  * its environment once per process, so every environment setting is tried in
  * a fresh probe. Each argument is a command; each prints one line per result

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A small application for tests/test-exit.sh: it uses every kind of Keel
  * object on two emulated CPU devices and then ends in the way its argument
  * names, so that the script can run it under valgrind and see that Keel

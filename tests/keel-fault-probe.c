@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* keel-fault-probe: the program test-fault runs in a child process under
  * KEEL_FAULT. It does what a small application does, one step at a time:
  * initialize, list the backends (which loads every plugin on the search

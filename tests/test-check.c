@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-check: the CPU backend's checking mode (KEEL_CPU_CHECK=1, set here
  * before Keel starts). Deliberately broken programs (a missing synchronize
  * before reading a result, a missing event wait between two streams, fresh

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pitched memory on every device: keel_malloc_pitch, 2D and 3D copies
  * between every kind of memory with pitches of their own, 2D memsets, and
  * the refusals (rows that would overlap, extents past an allocation, NULL,

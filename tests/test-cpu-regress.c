@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-cpu-regress: regressions of the CPU backend found in review: a device
  * synchronize that held the device lock while a host function created a
  * stream (deadlock), event waits released by a later record of the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-device: the backend list and its reasons, devices, properties, the
  * default device, keel_device_get, memory info, peer access, and the error
  * paths of every function of keel/device.h. */

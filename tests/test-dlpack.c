@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-dlpack: DLPack export and import (keel/dlpack.h): round trips at the
  * same address, the device types of each backend, foreign memory used by the
  * built-in operations, deleters called exactly once, bad input refused; and

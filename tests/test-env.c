@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-env: KEEL_BACKEND, KEEL_DEVICE, KEEL_BACKEND_PATH, KEEL_LOG,
  * KEEL_CPU_DEVICES, KEEL_CPU_MEMORY_LIMIT, KEEL_CPU_THREADS, KEEL_CPU_CHECK and KEEL_FAULT. Keel reads its
  * environment once per process, so every setting runs in a fresh child

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* keel_finalize: it waits for queued work and then releases everything;
  * handles and pointers of before are stale and refused, never a crash; Keel
  * initializes again afterwards, reading the environment again; a second

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Clean exit: runs tests/keel-exit-probe in each of its ways to end (return
 # after keel_finalize, return without it, exit from a second thread while
 # every stream is busy, exit from a host function, exit after keel_finalize,

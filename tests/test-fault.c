@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-fault: KEEL_FAULT's sweep. tests/keel-fault-probe, a small
  * application (see its comment), runs in a child process once per
  * injection point: with KEEL_FAULT=site:N for N = 1, 2, 3, ... until three

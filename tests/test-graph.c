@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-graph: capture stream work into a graph, instantiate it and replay it,
  * and the error paths of every function of keel/graph.h. */
 #include <stdatomic.h>

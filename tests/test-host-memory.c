@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The application's host memory made pinned (keel_host_register) and the
  * hints on managed memory (keel_memory_prefetch_async, keel_memory_advise),
  * on every device: copies through registered memory, what keel_free and a

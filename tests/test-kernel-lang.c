@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-kernel-lang: conformance of the portable kernel language
  * (keel/kernel_lang.h) on every backend. Each kernel is written once below,
  * built with keel_module_build for the device under test (the system C

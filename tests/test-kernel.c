@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-kernel: modules, kernel lookup, launches (grid, block, shared memory,
  * arguments), CPU kernels from a shared object and registered by pointer, and
  * the error paths of every function of keel/kernel.h.

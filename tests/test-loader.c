@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-loader: the plugin loader's paths, with the check-only fake plugins of
  * tests/plugins (one that works, one built for another ABI, one without the
  * init symbol, one whose probe finds no device, one whose init returns NULL,

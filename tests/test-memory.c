@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-memory: allocation of every kind, copies in every direction (sync and
  * stream-ordered), memset, the pointer registry, and the error paths of every
  * function of keel/memory.h. */

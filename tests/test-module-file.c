@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-module-file: the ahead-of-time path of the portable kernel language.
  * keel-cc (the one just built, tools/keel-cc) compiles a kernel file written
  * by the test into module files, and keel_module_load_file reads them on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Module globals (keel_module_get_global) on every device: constants
  * written with keel_memcpy and read by a kernel, a counter the kernel
  * writes, the bounds copies and memsets are held to, separate variables for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-oom: host allocations that fail inside Keel. This program defines
  * malloc itself; the executable's definition comes first in symbol lookup,
  * so libkeel's calls land here too. It forwards to the next malloc (libc's,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-soak: a bounded soak on every device under test. Threads, each with
  * three streams, run rounds of mixed work for a fixed time
  * (KEEL_SOAK_SECONDS, default 8, shared by the devices of the run): device,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-status: status codes and their strings, the thread-local last error,
  * the library version, keel_init, logging controls and the environment table. */
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-stream: streams, the default stream, priorities, events, host
  * callbacks, waits across streams and devices, and the error paths of every
  * function of keel/stream.h. Ordering is proven with gates (a host function

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-stress: many threads, each with several streams, running copies,
  * launches, events, cross-stream waits, host callbacks and stream-ordered
  * allocations at once, every result checked against a float64 reference.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* keel-info: what Keel sees on this machine. Version, every backend it knows
  * (usable or why not), every device of the usable ones with all their
  * properties, the default device, and the environment variables in effect.

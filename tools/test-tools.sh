@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Smoke test of what a new user runs first: keel-info (output, exit codes,
 # JSON), keel-demo on the default device and on an emulated second CPU device,
 # the kernel-module path of the demo, the examples of common tasks (each
@@ -239,6 +240,14 @@ if command -v "$cxx" >/dev/null 2>&1; then
         fail "keel.h as C++11:"; sed 's/^/    | /' "$tmp/hdr.err"
     fi
 fi
+
+# --- licence ------------------------------------------------------------------
+# Every C source and header of the tree names its licence in its first lines.
+missing=$(find "$srcdir" \( -name 'build*' -o -name '_build' -o -name '.git' -o -name 'autom4te.cache' \) -prune -o \
+    -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.hip' -o -name '*.kc' \) -print |
+    while read -r f; do head -n 3 "$f" | grep -q 'SPDX-License-Identifier: MIT' || echo "$f"; done)
+if [ -z "$missing" ]; then pass "every C source names its licence (SPDX)"; else
+    fail "sources without an SPDX-License-Identifier line:"; echo "$missing" | sed 's/^/    | /'; fi
 
 # --- loadable late -------------------------------------------------------
 # Python tools open libkeel with dlopen after other libraries (torch) took

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CPU backend's plugin struct, its probe (environment, machine facts)
  * and the device entries. */
 #include <ctype.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The checking mode (KEEL_CPU_CHECK=1; cpu_check.h). Its state lives under
  * one lock, taken last: after a stream's or the device's lock, never with
  * another taken inside it. Nothing here runs when the mode is off.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CPU backend's checking mode (KEEL_CPU_CHECK=1): stream work is held
  * back until the host synchronizes, waits or queries, streams run in an
  * adversarial order, fresh and freed memory is poisoned, and Keel's copies,

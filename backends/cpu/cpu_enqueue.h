@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the CPU backend offers the CPU implementations of the built-in
  * operations (kernels/cpu): running a piece of work in order on a stream, and
  * spreading a loop over the device's worker threads. Internal to libkeel. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Events: each record takes a new generation; a record command, when the
  * stream reaches it, marks its generation complete and stamps the time.
  * Synchronize, query and stream waits look at the generation that was last

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Graphs: a capture is the list of command records the stream would have
  * run; instantiating copies it; a launch enqueues a copy of every record on
  * the stream, in order and without other work in between, as if the calls

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal layout of the built-in CPU backend: an emulated device is host
  * memory plus a set of threads. Each stream owns one worker thread that runs
  * its commands in order; each device owns a pool of helper threads that the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU kernels: modules are shared objects opened with dlopen, a kernel is a
  * copy of its descriptor, and a launch is a command that calls the kernel
  * once per block. The launch copies the argument values into the command

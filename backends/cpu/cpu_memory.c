@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Memory of an emulated device: host memory, 256-byte aligned, counted
  * against the device's cap. A small header in front of each block remembers
  * its device and size, so a free (which names only the pointer) gives the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The per-device thread pool and keel__cpu_parallel_for.
  *
  * The thread that submits a loop (a stream worker) takes chunks itself along

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Streams: one worker thread each, running a queue of command records in
  * order. Records are recycled through a per-stream free list, so a steady
  * stream of work allocates nothing. While a stream captures, records go to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cuBLAS and cuBLASLt state for the built-in operations (cuda_shared.h).
  *
  * A cublasHandle_t carries its stream and workspace and is not safe to use

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Devices: opening one (primary context, memory pool), its properties and
  * device-wide operations. */
 #include <stdint.h>

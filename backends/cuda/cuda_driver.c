@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The driver API entry points the plugin uses, resolved through the CUDA
  * runtime (linked statically) instead of linking libcuda: the plugin then
  * loads on a machine with no NVIDIA driver, and probe() reports its absence. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The plugin's entry point, shared by keel-cuda.so and keel-hip.so: the
  * plugin table over the vtables of the shared sources, and the probe and
  * shutdown of the vendor's plugin file (cuda_plugin.c, backends/hip/hip_plugin.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CUDA plugin's own environment variables, checked once at probe so that
  * garbage in them is an error naming the valid values, not a silent default.
  * Words match without regard to case, as in the core's variables. */

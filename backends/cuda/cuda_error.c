@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CUDA errors as Keel statuses. The runtime's cudaError_t and the driver's
  * CUresult share their numeric values for every code mapped here, so one
  * table serves both. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Graphs: CUDA graphs captured from a stream (cuda_stream.c), instantiated
  * and replayed. */
 #include <stdlib.h>

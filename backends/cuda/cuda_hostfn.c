@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Host functions on streams.
  *
  * cudaLaunchHostFunc runs every host function of a process on one CUDA

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal declarations of keel-cuda.so: the contexts behind Keel's handles,
  * the driver entry points, error mapping and helpers shared by the plugin's
  * files. Nothing here leaves the plugin (hidden visibility throughout). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The cuBLASLt plan cache (cuda_lt_plan.h): building a plan (the dense
  * layer's epilogue descriptors, or a GEMM's layouts), timing the heuristic's
  * candidates on an idle stream (and, for a dense layer, the fastest

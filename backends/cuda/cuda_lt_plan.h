@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The cuBLASLt plan cache of the CUDA operations (cuda_lt_plan.c), shared
  * by GEMM and the dense layer (ops_cuda.c): per shape, the matmul
  * descriptor, the layouts and the algorithm, built once and kept in a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Memory: allocations of every kind, stream-ordered allocation from the
  * device's pool, memset and copies. */
 #include <stdio.h>

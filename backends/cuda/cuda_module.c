@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Modules and kernels through the driver's context-independent libraries
  * (cuLibrary*): a CUkernel launched with cuLaunchKernel runs in the context
  * of the stream it is given, so the launch path needs no context switch, no

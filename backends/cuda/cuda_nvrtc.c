@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Run-time compilation of CUDA C++ with NVRTC, cached on disk.
  *
  * NVRTC is opened with dlopen on first use, so the plugin loads (and

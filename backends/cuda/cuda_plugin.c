@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* keel-cuda.so: the probe (the entry point is cuda_entry.c).
  *
  * Link policy: the CUDA runtime is linked statically and the driver API is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the CUDA plugin's core (backends/cuda) offers the CUDA implementations
  * of the built-in operations (kernels/gpu, backends/cuda/ops_*): the vendor
  * handles behind Keel's contexts. Internal to keel-cuda.so. */

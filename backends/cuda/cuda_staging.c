@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Copies between pageable host memory and a device through pinned staging.
  *
  * The driver copies pageable memory through its own small bounce buffers,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Streams, events, host callbacks and graph capture on a stream. */
 #include <stdlib.h>
 #include "cuda_internal.h"

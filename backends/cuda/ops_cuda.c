@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CUDA operations table (keel/backend_ops.h): hand-written kernels for
  * the memory-bound operations (kernels/gpu/), cuBLASLt for GEMM and the
  * dense layer, cuBLAS for GEMV and as the fallback.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A kernel that faults leaves the CUDA context unusable: Keel must report
  * KEEL_ERROR_DEVICE_LOST, with CUDA's error name, on that call and on the
  * calls after it, instead of hiding it. Its own process, since nothing of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CUDA-specific tests of keel-cuda.so, beyond the conformance suites of
  * tests/: NVRTC and its disk cache, modules from PTX in memory and in files,
  * attributes and occupancy, graphs, events across streams, pageable copies

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The vendor mapping of the GPU plugin for CUDA: the plugin's sources call
  * gpu* names, which resolve here to the CUDA runtime. The HIP plugin compiles
  * the same sources with a vendor_hip.h that maps them to hip*. Only names the

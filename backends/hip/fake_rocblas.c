@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A stand-in for librocblas, for test-rocblas-load only: it exports the
  * names keel-hip resolves, so that the test can check where each one lands
  * in the table. Nothing calls them, so they take nothing and do nothing.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* BLAS state for keel-hip.so: librocblas, opened at first use, and per
  * stream the scratch of the built-in operations and a rocBLAS handle (on
  * CUDA the cuBLASLt workspace doubles as that scratch).

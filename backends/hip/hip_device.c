@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Devices of keel-hip.so: opening one (memory pool, host-function mode), its
  * properties and device-wide operations. HIP's primary contexts are implicit
  * (hipSetDevice), so a device holds none; properties come from one

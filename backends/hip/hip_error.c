@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* HIP errors as Keel statuses: the counterpart of cuda_error.c for the
  * shared sources' keel__cuda_error and keel__cu_error (HIP has one error
  * type for runtime and module calls). */

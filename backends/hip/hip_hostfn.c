@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hipLaunchHostFunc, where the installed libamdhip64 has it. ROCm 5.2
  * declares it in hip_runtime_api.h without exporting it, so a direct call
  * would keep keel-hip.so from loading at all. Host functions normally run on

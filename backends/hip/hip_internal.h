@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal declarations of keel-hip.so that the CUDA plugin's shared sources
  * (backends/cuda/cuda_internal.h) do not already make: BLAS availability,
  * the stream scratch of the built-in operations, rocBLAS, the BLAS-backed

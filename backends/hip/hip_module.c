@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Modules and kernels of keel-hip.so through HIP's module API: code objects
  * (hipcc --genco, or hiprtc output) loaded with hipModuleLoadData, kernels
  * found by name and launched with hipModuleLaunchKernel. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* keel-hip.so: the probe (the entry point is backends/cuda/cuda_entry.c).
  *
  * Link policy: the plugin links libamdhip64 (runtime, module API and hiprtc

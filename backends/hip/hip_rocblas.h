@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The part of rocBLAS's C API that keel-hip calls, declared here because
  * Debian 12 packages no rocBLAS (no header, no library): keel-hip opens
  * librocblas with dlopen at first use (hip_rocblas_load.c) and calls it

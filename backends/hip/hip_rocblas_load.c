@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Finding librocblas and the functions keel-hip calls in it (hip_rocblas.h).
  * Plain C and libdl only: test-rocblas-load runs it against fake libraries
  * on machines without ROCm. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Run-time compilation for keel-hip.so through hiprtc (part of libamdhip64
  * in ROCm 5.2): the source is compiled for the device's full target name
  * ("gfx90a:sramecc+:xnack-"), so the code object matches the GPU's mode.

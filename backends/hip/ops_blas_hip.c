@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* keel_gemm, keel_gemv and keel_dense on HIP, through rocBLAS (opened by
  * hip_blas.c at first use; without it they answer NOT_SUPPORTED).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The HIP operations table (keel/backend_ops.h): the GPU kernels of
  * kernels/gpu (built by hipcc) for the memory-bound operations, HIP's copy
  * engines for copies. GEMM, GEMV and the dense layer go to rocBLAS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-hip: keel-hip.so on a machine without a usable AMD GPU. The plugin is
  * built here, so the core must find and load it, probe must fail with the
  * reason ("no HIP device ..."), KEEL_BACKEND=hip must be an error that says

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-rocblas-load: how keel-hip finds librocblas (hip_rocblas_load.c),
  * against fake libraries built here (fake_rocblas.c), since Debian 12 has
  * no rocBLAS. Needs neither ROCm nor a GPU. What it cannot show: that the

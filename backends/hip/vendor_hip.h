@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The vendor mapping of the GPU plugin for HIP: the gpu* names of
  * backends/cuda/vendor_cuda.h, resolved to the HIP runtime (ROCm 5.2 and
  * later), so that keel-hip.so compiles the CUDA plugin's vendor-neutral

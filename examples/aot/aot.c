@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* keel-aot: a kernel compiled ahead of time. keel-cc made scale.keelmod from
  * scale.kc; this program loads it on whatever device Keel selects
  * (KEEL_BACKEND, KEEL_DEVICE), runs it on random data and checks the result

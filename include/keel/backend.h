@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file keel/backend.h
  * @brief The plugin ABI: what a backend implements and how Keel finds it.

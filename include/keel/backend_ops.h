@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file keel/backend_ops.h
  * @brief Plugin ABI of the built-in operations (keel/ops.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file keel/device.h
  * @brief Backends, devices, their properties, and selection.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file keel/dlpack.h
  * @brief Zero-copy exchange of arrays with other libraries through DLPack.

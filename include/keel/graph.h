@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file keel/graph.h
  * @brief Capture a sequence of stream work into a graph and replay it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file keel/kernel.h
  * @brief Modules, kernels and launches.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file keel/log.h
  * @brief Logging and the environment variables Keel reads.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file keel/memory.h
  * @brief Device, pinned and managed memory; memset; copies; pointer queries.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file keel/ops.h
  * @brief Built-in operations: fill, cast, copies, elementwise math,

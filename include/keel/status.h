@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file keel/status.h
  * @brief Status codes, error details, library version and initialization.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file keel/stream.h
  * @brief Streams (in-order queues of device work), events and host callbacks.

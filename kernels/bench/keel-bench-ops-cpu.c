@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* keel-bench-ops-cpu: the built-in operations on the CPU backend against
  * what a user would write instead, in one process, interleaved: direct cblas
  * calls for GEMM/GEMV, plain C loops for the memory-bound operations.

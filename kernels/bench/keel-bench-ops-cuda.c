@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* keel-bench-ops-cuda: the built-in operations on a CUDA device against the
  * ceilings and the direct alternative, in one process, interleaved:
  *  - memory-bound operations against a device-to-device copy moving the same

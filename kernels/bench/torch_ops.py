@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Keel's built-in operations against PyTorch eager, in one process.
 
 Keel is called through ctypes on buffers it allocated (Keel validates every

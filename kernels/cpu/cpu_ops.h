@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared pieces of the CPU built-in operations: 16-bit float conversions
  * and the dtype-dispatching tile loaders. Internal to libkeel. */
 #ifndef KEEL_KERNELS_CPU_OPS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU implementations of the memory-bound built-in operations: fill, cast,
  * copies, elementwise math, reductions, softmax and layer norm.
  *

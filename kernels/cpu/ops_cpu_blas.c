@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU GEMM, GEMV and the dense layer: OpenBLAS (cblas) when configure found
  * it, plain loops otherwise. f16 and bf16 operands are widened to f32 into
  * buffers that each run allocates and frees itself (a call captured in a

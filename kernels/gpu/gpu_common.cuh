@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Shared by the GPU kernel files of the built-in operations: number
 // traits (storage type T, compute type C), 16-byte packs, launch geometry,
 // math on the compute type, warp and block reductions. Header-only, in an

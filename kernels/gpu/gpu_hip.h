@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The HIP side of the GPU kernels' sources (kernels/gpu): the CUDA runtime
  * and device names those sources use, mapped to HIP, so that hipcc builds the
  * same .cu files for AMD GPUs. Included instead of the CUDA headers when

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Launchers of the GPU kernels of the built-in operations (ops_kernels.cu),
  * called by the plugin's operations table (backends/cuda/ops_cuda.c). Each
  * enqueues on @p stream and returns the launch error. Arguments have been

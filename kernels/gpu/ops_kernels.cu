@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // GPU kernels of the built-in operations (see ops_gpu.h).
 //
 // Memory-bound kernels: each thread moves 16 bytes per access where the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Row operations of the built-in operations: softmax, log-softmax and
 // layer norm along the rows of a 2-D array. Aligned rows of up to 65536
 // packs take the register-resident kernels (launch_rows_fast); the rest the

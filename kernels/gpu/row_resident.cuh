@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The register-resident row kernels of softmax, log-softmax and layer
 // norm, and their launcher (launch_rows_fast), included by row_kernels.cu.
 #ifndef KEEL_KERNELS_GPU_ROW_RESIDENT_CUH

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Row statistics shared by the row kernels (row_kernels.cu, the general
 // kernels; row_resident.cuh, the register-resident ones): softmax's online
 // (max, sum of exponentials) pairs and layer norm's Welford triples with

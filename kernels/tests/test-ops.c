@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Conformance suite of the built-in operations (keel/ops.h), run on every
  * usable backend by the shared fixture. Every result is compared with a
  * float64 reference computed here from the inputs as rounded to the dtype,

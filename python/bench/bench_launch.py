@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Host cost per call of a Keel kernel launch and of a tiny built-in operation
 from Python, side by side with the C API in the same process (a C loop over
 the same kernel and the same arrays), and with cuda.core, CuPy and PyTorch

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Keel from Python: one script for CUDA, HIP or the CPU, chosen by KEEL_BACKEND.
 
 Arrays move between Keel, NumPy, PyTorch and CuPy without copies through

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 _Dim3 = Union[int, Tuple[int], Tuple[int, int], Tuple[int, int, int]]

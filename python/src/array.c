@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Arrays: a shape, strides and a dtype over a Buffer. */
 #include <string.h>
 #include "keelpy.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The C API's own cost, measured in this process for python/bench: the
  * same launch or operation called in a C loop, without Python between calls. */
 #include <time.h>

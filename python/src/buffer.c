@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Buffers: device, pinned and managed memory, or another library's memory
  * imported through DLPack; copies from and to buffer-protocol objects. */
 #include <string.h>

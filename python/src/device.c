@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Backends and devices. */
 #include <string.h>
 #include "keelpy.h"

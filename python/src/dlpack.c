@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The Python array API's DLPack protocol: Array.__dlpack__,
  * Array.__dlpack_device__, keel.from_dlpack, and __cuda_array_interface__. */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* KeelError: every failed Keel call raises it with the status and the detail. */
 #include "keelpy.h"
 

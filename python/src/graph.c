@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Graphs: captured stream work, instantiated and replayed. */
 #include "keelpy.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared declarations of the keel._keel extension: the object types and the
  * helpers every file uses. */
 #ifndef KEELPY_H

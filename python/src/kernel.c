@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Modules built from source at run time, and kernel launches with Python
  * arguments marshalled by the kernel's parameter types. */
 #include <string.h>

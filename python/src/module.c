@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The keel._keel module: its functions and types, gathered from each file. */
 #include "keelpy.h"
 

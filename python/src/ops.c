@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The built-in operations of keel/ops.h on Arrays. Each takes its inputs,
  * out= (a new array when None) and stream= (the device's default stream
  * when None), enqueues the work and returns out without waiting. */

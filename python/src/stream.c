@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Streams, events and host functions. */
 #include "keelpy.h"
 

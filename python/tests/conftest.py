@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The device under test is Keel's default device: KEEL_BACKEND picks it
 (KEEL_BACKEND=cpu on CI, KEEL_BACKEND=cuda on a GPU machine)."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Zero-copy exchange with NumPy through DLPack, and lifetimes."""
 import gc
 import sys

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Exchanges with PyTorch and CuPy on a GPU, both directions, with stream
 ordering: run with KEEL_BACKEND=cuda. Skipped without CUDA, torch or CuPy."""
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The built-in operations against NumPy in float64, on fresh random data."""
 import math
 

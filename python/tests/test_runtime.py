@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Devices, streams, events, host functions, graphs, kernels and errors."""
 import sys
 import threading

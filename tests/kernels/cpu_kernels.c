@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU kernels for test-kernel: built as a module (keel-test-kernels.so) that
  * keel_module_load_file loads, and also compiled into test-kernel itself so
  * that the same descriptors can be registered by pointer. The GPU twins of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Types shared by the test kernels and test-kernel. */
 #ifndef KEEL_TESTS_CPU_KERNELS_H
 #define KEEL_TESTS_CPU_KERNELS_H

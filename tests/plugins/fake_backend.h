@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A minimal backend for the loader's tests: one "device" whose memory is
  * malloc'd and whose streams run every command at once, on the caller's
  * thread. Each fake plugin includes this file after defining:

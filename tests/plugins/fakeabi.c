@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A fake plugin built for another plugin ABI: the loader must refuse it (KEEL_ERROR_ABI_MISMATCH). */
 #define FAKE_NAME "fakeabi"
 #define FAKE_ABI_VERSION (KEEL_BACKEND_ABI_VERSION + 1000)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A fake plugin whose registration is incomplete (no memory table, a struct_size of 16): refused, never called. */
 #define FAKE_NAME "fakeincomplete"
 #define FAKE_ABI_VERSION KEEL_BACKEND_ABI_VERSION

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A fake plugin whose probe finds no device (KEEL_ERROR_NO_DEVICE). */
 #define FAKE_NAME "fakenodev"
 #define FAKE_ABI_VERSION KEEL_BACKEND_ABI_VERSION

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A fake plugin that lacks the keel_backend_init symbol. */
 #define FAKE_NAME "fakenosym"
 #define FAKE_ABI_VERSION KEEL_BACKEND_ABI_VERSION

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A fake plugin whose keel_backend_init returns NULL. */
 #define FAKE_NAME "fakenull"
 #define FAKE_ABI_VERSION KEEL_BACKEND_ABI_VERSION

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A fake plugin that loads and probes fine, with one device. */
 #define FAKE_NAME "fakeok"
 #define FAKE_ABI_VERSION KEEL_BACKEND_ABI_VERSION

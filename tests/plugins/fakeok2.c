@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A second working fake plugin, so that two non-built-in backends can meet (copies between them are refused). */
 #define FAKE_NAME "fakeok2"
 #define FAKE_ABI_VERSION KEEL_BACKEND_ABI_VERSION

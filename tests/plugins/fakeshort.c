@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A fake plugin whose device table is shorter than this ABI version's
  * (its struct_size stops before stream_priority_range): refused, never called. */
 #define FAKE_NAME "fakeshort"
