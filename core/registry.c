@@ -401,6 +401,16 @@ static keel__ptr_class_t explain_locked(uintptr_t key, size_t bytes, keel__alloc
     node_t *n;
     if (!hit && !flushed && (n = pending_overlapping(from, end)) != NULL)
         hit = &n->a;
+    if (hit && hit->foreign && hit->base + hit->size == key) {
+        /* The end of memory Keel did not allocate (registered, imported)
+         * is where the application's next buffer may well begin: only a
+         * range that runs into an allocation counts. */
+        probe = (keel__alloc_t){.base = key, .size = end - key};
+        slot = tfind(&probe, &tree, compare_overlap);
+        hit = slot ? *slot : NULL;
+        if (!hit && !flushed && (n = pending_overlapping(key, end)) != NULL)
+            hit = &n->a;
+    }
     if (hit) {
         *out = *hit;
         return out->base + out->size == key ? KEEL__PTR_PAST_END : KEEL__PTR_RUNS_INTO;

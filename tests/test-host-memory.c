@@ -95,6 +95,32 @@ KT_DEVICE_TEST(unregister_waits_for_queued_copies)
     free(src);
 }
 
+/* The application's memory right after a registered range is its own
+ * host memory, not "one past the end" of a Keel allocation: copies take it. */
+KT_DEVICE_TEST(memory_right_after_a_registered_range_is_host_memory)
+{
+    unsigned char *buf = aligned_alloc(4096, 2 * N), *src = malloc(N), *back = malloc(N);
+    kt_fill_random_bytes(src, N);
+    kt_poison(back, N);
+    if (keel_host_register(dev, buf, N) == KEEL_ERROR_NOT_SUPPORTED) {
+        free(buf);
+        free(src);
+        free(back);
+        return;
+    }
+    void *d = NULL;
+    KT_OK(keel_malloc(dev, N, &d));
+    KT_OK(keel_memcpy(d, src, N));
+    KT_OK(keel_memcpy(buf + N, d, N));      /* to the bytes after the range */
+    KT_OK(keel_memcpy(back, buf + N, N));   /* and from them */
+    ck_assert_msg(memcmp(back, src, N) == 0, "%sthe copy through the memory after the range differs", kt_where());
+    KT_OK(keel_host_unregister(buf));
+    KT_OK(keel_free(d));
+    free(buf);
+    free(src);
+    free(back);
+}
+
 KT_DEVICE_TEST(host_register_refuses_bad_input)
 {
     unsigned char *host = malloc(N);
@@ -175,6 +201,7 @@ static Suite *suite(void)
     TCase *tc = kt_tcase_create("host-memory", 60);
     kt_add_device_test(tc, registered_host_memory_copies_as_pinned);
     kt_add_device_test(tc, unregister_waits_for_queued_copies);
+    kt_add_device_test(tc, memory_right_after_a_registered_range_is_host_memory);
     kt_add_device_test(tc, host_register_refuses_bad_input);
     kt_add_device_test(tc, managed_memory_hints_keep_the_data);
     suite_add_tcase(s, tc);
