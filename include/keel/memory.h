@@ -12,7 +12,8 @@
  * Memory that Keel did not allocate is "host" memory (pageable). Copies may
  * read or write host memory; Keel cannot check its bounds. A pointer in no
  * live allocation is not host memory, and copies refuse it, when it is the
- * end of a live allocation (for a nonzero size: KEEL_ERROR_OUT_OF_RANGE),
+ * end of a live allocation Keel made (for a nonzero size: KEEL_ERROR_OUT_OF_RANGE;
+ * the end of registered or imported memory may begin the application's next buffer),
  * when the range from it runs into a live allocation (KEEL_ERROR_OUT_OF_RANGE),
  * or when it lies in a block Keel freed recently and still remembers
  * (KEEL_ERROR_INVALID_POINTER; see keel_free for which blocks those are).
