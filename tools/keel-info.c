@@ -244,6 +244,20 @@ static void print_device_properties(keel_device_t *dev, int first)
         field(4, "async copy engines", "unknown");
 }
 
+/* Backend i and its info: 1 when it is to be shown, 0 when --backend names
+ * another, -1 when it could not be read (said on stderr). */
+static int backend_listed(int i, keel_backend_t **b, keel_backend_info_t *info)
+{
+    memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
+    keel_status_t st;
+    if ((st = keel_backend_get(i, b)) != KEEL_OK || (st = keel_backend_get_info(*b, info)) != KEEL_OK) {
+        fprintf(stderr, "keel-info: backend %d: %s: %s\n", i, keel_status_name(st), keel_last_error());
+        return -1;
+    }
+    return !only_backend || strcmp(only_backend, info->name) == 0;
+}
+
 /* Lists backends and, for each usable one, its devices. Returns 0, or
  * EXIT_SELECTION when --backend named one that is not usable. */
 static int print_backends(void)
@@ -264,14 +278,10 @@ static int print_backends(void)
     for (int i = 0; i < count; i++) {
         keel_backend_t *b = NULL;
         keel_backend_info_t info;
-        memset(&info, 0, sizeof info);
-        info.struct_size = sizeof info;
-        if ((st = keel_backend_get(i, &b)) != KEEL_OK || (st = keel_backend_get_info(b, &info)) != KEEL_OK) {
-            fprintf(stderr, "keel-info: backend %d: %s: %s\n", i, keel_status_name(st), keel_last_error());
+        int got = backend_listed(i, &b, &info);
+        if (got < 0)
             rc = EXIT_USAGE;
-            continue;
-        }
-        if (only_backend && strcmp(only_backend, info.name) != 0)
+        if (got <= 0)
             continue;
         if (only_backend && !info.usable)
             rc = EXIT_SELECTION;
@@ -350,14 +360,10 @@ static int print_list(void)
     for (int i = 0; i < count; i++) {
         keel_backend_t *b = NULL;
         keel_backend_info_t info;
-        memset(&info, 0, sizeof info);
-        info.struct_size = sizeof info;
-        if ((st = keel_backend_get(i, &b)) != KEEL_OK || (st = keel_backend_get_info(b, &info)) != KEEL_OK) {
-            fprintf(stderr, "keel-info: backend %d: %s: %s\n", i, keel_status_name(st), keel_last_error());
+        int got = backend_listed(i, &b, &info);
+        if (got < 0)
             rc = EXIT_USAGE;
-            continue;
-        }
-        if (only_backend && strcmp(only_backend, info.name) != 0)
+        if (got <= 0)
             continue;
         shown++;
         if (!info.usable) {
