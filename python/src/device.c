@@ -240,12 +240,10 @@ static PyObject *backends(PyObject *self, PyObject *unused)
                                     "usable", info.usable ? Py_True : Py_False, "status", keel_status_name(info.status),
                                     "reason", info.reason ? info.reason : "", "device_count", info.device_count,
                                     "abi_version", info.abi_version);
-        if (!d || PyList_Append(list, d) < 0) {
-            Py_XDECREF(d);
+        if (kp_list_append_new(list, d) < 0) {
             Py_DECREF(list);
             return NULL;
         }
-        Py_DECREF(d);
     }
     return list;
 }
@@ -273,12 +271,10 @@ static PyObject *devices_of(PyObject *self, PyObject *name)
             return kp_raise(st);
         }
         PyObject *d = kp_device_of(dev);
-        if (!d || PyList_Append(list, d) < 0) {
-            Py_XDECREF(d);
+        if (kp_list_append_new(list, d) < 0) {
             Py_DECREF(list);
             return NULL;
         }
-        Py_DECREF(d);
     }
     return list;
 }

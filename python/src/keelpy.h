@@ -18,6 +18,15 @@ PyObject *kp_raise(keel_status_t st);
 int kp_raise_int(keel_status_t st);
 int kp_errors_init(PyObject *m);
 
+/* Appends a new reference (NULL: the error of the call that made it) to a
+ * list and drops it: 0, or -1 with the Python error set. */
+static inline int kp_list_append_new(PyObject *list, PyObject *item)
+{
+    int rc = item ? PyList_Append(list, item) : -1;
+    Py_XDECREF(item);
+    return rc;
+}
+
 /* Python host functions queued and not yet run: while there are any, calls
  * that may wait for a stream release the GIL, which those functions need. */
 extern atomic_long kp_host_fns_pending;

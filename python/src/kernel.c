@@ -103,13 +103,10 @@ static int plan(kp_Kernel *k, PyObject *signature)
                 Py_DECREF(seq);
                 goto fail;
             }
-            PyObject *e = Py_BuildValue("(ssn)", t, "", (Py_ssize_t)size);
-            if (!e || PyList_Append(sig, e) < 0) {
-                Py_XDECREF(e);
+            if (kp_list_append_new(sig, Py_BuildValue("(ssn)", t, "", (Py_ssize_t)size)) < 0) {
                 Py_DECREF(seq);
                 goto fail;
             }
-            Py_DECREF(e);
         }
         n = (unsigned)len;
         Py_DECREF(seq);
@@ -136,12 +133,8 @@ static int plan(kp_Kernel *k, PyObject *signature)
             }
             if (classify(kp.type[0] ? kp.type : "struct", kp.size, &k->params[i]) < 0)
                 goto fail;
-            PyObject *e = Py_BuildValue("(ssn)", kp.type, kp.name, (Py_ssize_t)kp.size);
-            if (!e || PyList_Append(sig, e) < 0) {
-                Py_XDECREF(e);
+            if (kp_list_append_new(sig, Py_BuildValue("(ssn)", kp.type, kp.name, (Py_ssize_t)kp.size)) < 0)
                 goto fail;
-            }
-            Py_DECREF(e);
         }
         n = (unsigned)count;
     }
