@@ -25,9 +25,11 @@ keel_status_t keel_kernel_suggest_block_size(keel_kernel_t *kernel, size_t share
     int step = p.warp_size > 0 ? p.warp_size : 1;
     const keel__ksig_t *sig = kernel->sig;
     int fixed = sig && sig->block_size[0] ? (int)(sig->block_size[0] * sig->block_size[1] * sig->block_size[2]) : 0;
+    /* The candidates, largest first: the declared size alone, or every multiple of the warp. */
+    int lo = fixed ? fixed : step, hi = fixed ? fixed : max_threads / step * step;
     int best = 0, best_blocks = 0;
     long best_resident = 0;
-    for (int t = fixed ? fixed : max_threads / step * step; t >= step || (fixed && t == fixed); t -= step) {
+    for (int t = hi; t >= lo; t -= step) {
         int blocks = 0;
         if ((st = keel_kernel_max_active_blocks(kernel, t, shared_bytes, &blocks)) != KEEL_OK)
             return keel__prefix_error(st, "%s", fn);
@@ -36,8 +38,6 @@ keel_status_t keel_kernel_suggest_block_size(keel_kernel_t *kernel, size_t share
             best = t;
             best_blocks = blocks;
         }
-        if (fixed)
-            break;
     }
     if (best == 0) {
         if (fixed)
