@@ -405,6 +405,30 @@ START_TEST(device_count_matches_each_backend)
 }
 END_TEST
 
+/* The plugin search path: KEEL_BACKEND_PATH's directories first, the
+ * configured plugin directory last, every one separated by ':'. */
+START_TEST(backend_search_path_lists_the_directories)
+{
+    const char *path = NULL;
+    int n = 0;
+    KT_OK(keel_backend_search_path(&path, &n));
+    ck_assert_msg(path != NULL && path[0] == '/' && n >= 1, "search path \"%s\", %d directories", path ? path : "",
+                  n);
+    int colons = 0;
+    for (const char *c = path; *c; c++)
+        colons += *c == ':';
+    ck_assert_int_eq(colons, n - 1);
+    const char *env = getenv("KEEL_BACKEND_PATH");
+    if (env && *env) { /* the harness sets it to directories that exist */
+        size_t first = strcspn(env, ":");
+        ck_assert_msg(strncmp(path, env, first) == 0, "search path \"%s\" does not start with KEEL_BACKEND_PATH's "
+                      "first directory (%s)", path, env);
+    }
+    KT_OK(keel_backend_search_path(&path, NULL)); /* count is optional */
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_backend_search_path(NULL, &n));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("device");
@@ -417,6 +441,7 @@ static Suite *suite(void)
     tcase_add_test(tc, default_device_follows_the_preference_order);
     tcase_add_test(tc, cpu_device_count_follows_keel_cpu_devices);
     tcase_add_test(tc, device_count_matches_each_backend);
+    tcase_add_test(tc, backend_search_path_lists_the_directories);
     suite_add_tcase(s, tc);
     TCase *td = kt_tcase_create("devices", 60);
     kt_add_device_test(td, device_properties_are_sane);
