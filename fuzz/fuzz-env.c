@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* fuzz-env: a libFuzzer harness for the parsers of Keel's environment
  * variables. The first byte of an input picks the variable, the rest is its
- * value; keel__env_check (core/env.c) runs the code that parses that
+ * value; keel__env_check (runtime/env.c) runs the code that parses that
  * variable at initialization, without acting on the value, so that one
  * process can try millions of them.
  *
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "core/internal.h"
+#include "runtime/internal.h"
 
 static const char *const vars[] = {
     "KEEL_LOG",         "KEEL_DEVICE",      "KEEL_BACKEND",          "KEEL_FAULT",  "KEEL_BACKEND_PATH",

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
-#include "core/module_file.h"
+#include "runtime/module_file.h"
 
 #define KEEL_CC KT_BUILDDIR "/tools/keel-cc"
 

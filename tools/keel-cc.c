@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* keel-cc: compiles a portable kernel file ahead of time into one module
- * file (core/module_file.h) that keel_module_load_file() opens on any
+ * file (runtime/module_file.h) that keel_module_load_file() opens on any
  * backend: the kernels' signatures, the source (for a device the file has
  * no code for), a shared object for this machine's CPU, a fatbin for CUDA
  * and a code object bundle for HIP. It runs the same translator as
@@ -20,9 +20,9 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "core/kernel_source.h"
-#include "core/module_file.h"
-#include "core/spawn.h"
+#include "runtime/kernel_source.h"
+#include "runtime/module_file.h"
+#include "runtime/spawn.h"
 
 #ifndef KEEL_CPU_CC_DEFAULT
 #define KEEL_CPU_CC_DEFAULT "cc"

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "backends/cpu/cpu_internal.h"
-#include "core/spawn.h"
+#include "runtime/spawn.h"
 #include "keel/kernel_lang.h"
 
 /* The CPU form of the kernel language declares its own copies of the launch

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "backends/cpu/cpu_check.h"
-#include "core/internal.h"
+#include "runtime/internal.h"
 
 #define KEEL_CPU_MAX_DEVICES 64
 #define KEEL_CPU_MAX_THREADS 1024

@@ -313,7 +313,7 @@ static keel_status_t cpu_mem_memset_2d_async(void *stream_ctx, void *dst, size_t
 }
 
 /* The CPU's device memory is host memory: registering the application's
- * memory only makes Keel know it (core/host_register.c), nothing to lock. */
+ * memory only makes Keel know it (runtime/host_register.c), nothing to lock. */
 static keel_status_t cpu_mem_host_register(void *device_ctx, void *ptr, size_t bytes)
 {
     (void)device_ctx;

@@ -9,7 +9,7 @@
  * in column-major form (keel/backend_ops.h). */
 #include "config.h"
 #include <stdlib.h>
-#include "core/fault.h"
+#include "runtime/fault.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "backends/cpu/cpu_enqueue.h"
 #ifdef HAVE_OPENBLAS

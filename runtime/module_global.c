@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+/* Module globals: the device memory of a module's variables (CUDA and HIP
+ * __device__ and __constant__ variables, the kernel language's keel_global
+ * and keel_constant ones). Each one handed out is entered in the allocation
+ * registry as foreign memory of the module's device, so that copies and
+ * memsets check their bounds and find their direction, and leaves it when
+ * the module is unloaded. */
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/internal.h"
+#include "runtime/kernel_source.h"
+
+struct keel__global {
+    char *name;
+    void *ptr;
+    size_t bytes;
+    int owns_entry; /* 0 for a second name of the same variable */
+};
+
+static const struct keel__global *find(const struct keel_module *m, const char *name)
+{
+    for (size_t i = 0; i < m->nglobals; i++)
+        if (strcmp(m->globals[i].name, name) == 0)
+            return &m->globals[i];
+    return NULL;
+}
+
+/* Whether the module's registry entry at ptr is one of its own globals. */
+static int owned_here(const struct keel_module *m, uintptr_t base)
+{
+    for (size_t i = 0; i < m->nglobals; i++)
+        if ((uintptr_t)m->globals[i].ptr == base && m->globals[i].owns_entry)
+            return 1;
+    return 0;
+}
+
+/* Enters the variable at p in the registry and records it under name; the lock is held. */
+static keel_status_t add(struct keel_module *m, const char *name, void *p, size_t size, const struct keel__global **out)
+{
+    const char *fn = "keel_module_get_global";
+    struct keel_device *d = m->device;
+    if (m->nglobals == m->capglobals) {
+        size_t cap = m->capglobals ? 2 * m->capglobals : 4;
+        struct keel__global *grown = keel__realloc(m->globals, cap * sizeof(*grown));
+        if (!grown)
+            return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+        m->globals = grown;
+        m->capglobals = cap;
+    }
+    char *copy = keel__strdup(name);
+    if (!copy)
+        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    keel__alloc_t hit;
+    int overlapped = 0, owns = 1;
+    keel_status_t st = keel__registry_add_foreign(p, size, KEEL_MEMORY_DEVICE, d, KEEL__FOREIGN_MODULE, &hit,
+                                                  &overlapped);
+    if (st == KEEL_OK && overlapped) {
+        if (hit.foreign == KEEL__FOREIGN_MODULE && hit.base == (uintptr_t)p && hit.size == size &&
+            owned_here(m, hit.base))
+            owns = 0; /* another name of a variable handed out already */
+        else
+            st = keel__set_error(KEEL_ERROR_INVALID_POINTER,
+                                 "%s: variable '%s' (%zu bytes at %p) overlaps %s memory of %s (%zu bytes at %p)", fn,
+                                 name, size, p, keel__memory_kind_name(hit.kind), hit.device->name, hit.size,
+                                 (void *)hit.base);
+    } else if (st != KEEL_OK) {
+        st = keel__prefix_error(st, "%s: variable '%s'", fn, name);
+    }
+    if (st != KEEL_OK) {
+        free(copy);
+        return st;
+    }
+    struct keel__global *g = &m->globals[m->nglobals++];
+    g->name = copy;
+    g->ptr = p;
+    g->bytes = size;
+    g->owns_entry = owns;
+    *out = g;
+    return KEEL_OK;
+}
+
+keel_status_t keel_module_get_global(keel_module_t *module, const char *name, void **ptr, size_t *bytes)
+{
+    const char *fn = "keel_module_get_global";
+    KEEL__CHECK_HANDLE(module, KEEL__MAGIC_MODULE, fn, "module");
+    KEEL__CHECK_OUT(ptr, fn, "ptr");
+    if (!name || !name[0])
+        return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: name is %s", fn, name ? "empty" : "NULL");
+    struct keel_device *d = module->device;
+    keel_status_t (*get)(void *, const char *, void **, size_t *) = KEEL__VT(d->plugin->kernel, module_get_global);
+    if (!get)
+        return keel__set_error(KEEL_ERROR_NOT_SUPPORTED, "%s: the %s backend does not support module globals", fn,
+                               d->backend->name);
+    pthread_mutex_lock(&module->lock);
+    const struct keel__global *g = find(module, name);
+    keel_status_t st = KEEL_OK;
+    if (!g) {
+        void *p = NULL;
+        size_t size = 0;
+        if (module->sigs && keel__ksource_find(module->sigs, name))
+            st = keel__set_error(KEEL_ERROR_NOT_FOUND,
+                                 "%s: '%s' is a kernel of module %p on %s, not a variable (look it up with "
+                                 "keel_module_get_kernel)", fn, name, (void *)module, d->name);
+        else if ((st = get(module->ctx, name, &p, &size)) != KEEL_OK)
+            st = keel__prefix_error(st, "module %p on %s", (void *)module, d->name);
+        else if (!p || size == 0)
+            st = keel__set_error(KEEL_ERROR_NOT_SUPPORTED,
+                                 "%s: variable '%s' of module %p on %s has no size (%zu bytes at %p); Keel hands out "
+                                 "variables of known size only", fn, name, (void *)module, d->name, size, p);
+        else
+            st = add(module, name, p, size, &g);
+    }
+    if (st == KEEL_OK) {
+        *ptr = g->ptr;
+        if (bytes)
+            *bytes = g->bytes;
+    }
+    pthread_mutex_unlock(&module->lock);
+    return st;
+}
+
+keel_status_t keel__module_globals_release(struct keel_module *m)
+{
+    /* The module's device is idle already; a copy another device was
+     * handed (a peer copy) must be done too before the memory goes. */
+    for (size_t i = 0; i < m->nglobals; i++) {
+        keel__alloc_t a;
+        struct keel_device *failed = NULL;
+        if (!m->globals[i].owns_entry || !keel__registry_find(m->globals[i].ptr, &a) || !a.reach)
+            continue;
+        keel_status_t st = keel__wait_for_devices(a.device, a.reach, 0, &failed);
+        if (st != KEEL_OK)
+            return keel__prefix_error(st, "keel_module_unload: the module stays loaded (call again): %s reported",
+                                      failed->name);
+    }
+    keel__module_globals_drop(m);
+    return KEEL_OK;
+}
+
+void keel__module_globals_drop(struct keel_module *m)
+{
+    for (size_t i = 0; i < m->nglobals; i++) {
+        if (m->globals[i].owns_entry)
+            keel__registry_remove(m->globals[i].ptr, NULL);
+        free(m->globals[i].name);
+    }
+    free(m->globals);
+    m->globals = NULL;
+    m->nglobals = m->capglobals = 0;
+}

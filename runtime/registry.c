@@ -1,0 +1,583 @@
+/* SPDX-License-Identifier: MIT */
+/* The registry of live allocations: base, size, kind and device of every
+ * pointer Keel handed out.
+ *
+ * Two indexes. A hash table on the base address answers the common questions
+ * (free, copy from the start of a buffer) in O(1). A balanced tree (glibc
+ * tsearch) ordered by base answers "which allocation holds this interior
+ * address" in O(log n), since allocations never overlap. The tree is kept
+ * lazily: a new allocation waits on a pending list until an interior lookup
+ * needs the tree, so a steady allocate/free loop (keel_malloc_async +
+ * keel_free_async) never touches it. Nodes are recycled through a free list.
+ *
+ * Beside the live allocations, a small record of recently freed blocks
+ * (see internal.h for which blocks it may hold) lets a copy tell a freed
+ * pointer from host memory. It is consulted only for a pointer that is in
+ * no live allocation, under the same lock as that lookup. */
+#include <search.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Keys are addresses: one multiply mixes their bits into the high half,
+ * which the fold brings down to the low bits uthash takes its bucket from.
+ * (uthash's default, Jenkins' hash, costs several times more per lookup.) */
+#define HASH_FUNCTION(keyptr, keylen, hashv)                                                      \
+    do {                                                                                           \
+        uint64_t keel_h_ = (uint64_t)*(const uintptr_t *)(keyptr) * UINT64_C(0x9E3779B97F4A7C15); \
+        (hashv) = (unsigned)(keel_h_ >> 32) ^ (unsigned)keel_h_;                                   \
+    } while (0)
+/* uthash's default answer to a failed allocation (a new table, or more
+ * buckets as it grows) is exit(-1). In its non-fatal mode the table is left
+ * as it was, without the element, and uthash_nonfatal_oom is called: it sets
+ * hash_oom, which every HASH_ADD of this file declares, so the add becomes a
+ * KEEL_ERROR_OUT_OF_MEMORY of the call. */
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(elt) (hash_oom = 1)
+#include "runtime/internal.h"
+/* uthash's tables are host allocations of Keel's too (KEEL_FAULT host-alloc). */
+#define uthash_malloc(sz) keel__malloc(sz)
+#include <uthash.h>
+
+typedef struct node {
+    keel__alloc_t a;
+    UT_hash_handle hh;
+    int in_tree;
+    struct node *prev, *next; /* pending list while !in_tree; free list link */
+} node_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static node_t *table;   /* uthash on a.base */
+static void *tree;      /* tsearch tree of node_t * ordered by a.base */
+static node_t *pending; /* allocations not yet in the tree */
+static node_t *spare;   /* recycled nodes */
+
+/* Every add and remove bumps the generation (under the lock). A thread keeps
+ * the last four allocations it found, tagged with the generation they were
+ * read at: while it has not moved, they are still exactly what the registry
+ * holds, and a lookup of a pointer inside them needs no lock. */
+static atomic_ulong generation = 1;
+
+/* Under the lock: a plain store suffices (writers are serialized), and it
+ * costs no locked instruction on the allocate/free path. */
+static void bump_generation(void)
+{
+    atomic_store_explicit(&generation, atomic_load_explicit(&generation, memory_order_relaxed) + 1,
+                          memory_order_release);
+}
+/* Four entries: an operation names up to four buffers (a, b and y of a
+ * binary op; x, y, gamma and beta of a layer norm), and a call with three
+ * distinct buffers would otherwise evict on every lookup and take the lock
+ * each time. The default TLS model on purpose: initial-exec would take
+ * static TLS, which glibc may have none left of when libkeel is opened with
+ * dlopen late (Python's ctypes after torch: "cannot allocate memory in
+ * static TLS block"). */
+#define CACHE_WAYS 4
+static _Thread_local struct {
+    unsigned long generation;
+    unsigned next;
+    keel__alloc_t a[CACHE_WAYS];
+} cache;
+
+/* The record of freed blocks: a ring, newest at freed_next - 1. A base
+ * has at most one entry (keel__registry_retire drops the older one), and
+ * freed_base mirrors the bases so that the search for one is a tight loop. */
+typedef struct freed {
+    keel__alloc_t a;
+    keel__freed_state_t state; /* KEEL__FREED_FORGET: an empty slot */
+} freed_t;
+static freed_t freed[KEEL__FREED_SLOTS];
+static uintptr_t freed_base[KEEL__FREED_SLOTS];
+static unsigned freed_next;
+static unsigned freed_held;
+
+/* Orders by base; a probe of size 0 matches the allocation that contains it. */
+static int compare(const void *x_, const void *y_)
+{
+    const keel__alloc_t *x = x_, *y = y_;
+    if (x->size == 0 && x->base >= y->base && x->base - y->base < y->size)
+        return 0;
+    if (y->size == 0 && y->base >= x->base && y->base - x->base < x->size)
+        return 0;
+    return x->base < y->base ? -1 : x->base > y->base ? 1 : 0;
+}
+
+/* Orders a probe range (first argument, size > 0) against allocations:
+ * 0 when they overlap. Allocations never overlap one another, so this is
+ * consistent with the tree's order by base. */
+static int compare_overlap(const void *probe_, const void *y_)
+{
+    const keel__alloc_t *p = probe_, *y = y_;
+    if (p->base + p->size <= y->base)
+        return -1;
+    if (p->base >= y->base + y->size)
+        return 1;
+    return 0;
+}
+
+static void pending_unlink(node_t *n)
+{
+    if (n->prev)
+        n->prev->next = n->next;
+    else
+        pending = n->next;
+    if (n->next)
+        n->next->prev = n->prev;
+    n->prev = n->next = NULL;
+}
+
+/* Moves every pending allocation into the tree. 0, or -1 when out of
+ * memory (tsearch allocates a node per entry): the allocations it could
+ * not move stay pending, where the lookups below search them one by one. */
+static int flush_pending(void)
+{
+    while (pending) {
+        node_t *n = pending;
+        if (KEEL__FAULT(KEEL_FAULT_HOST_ALLOC) || !tsearch(&n->a, &tree, compare))
+            return -1;
+        pending_unlink(n);
+        n->in_tree = 1;
+    }
+    return 0;
+}
+
+static void release(node_t *n)
+{
+    HASH_DEL(table, n);
+    if (n->in_tree)
+        tdelete(&n->a, &tree, compare);
+    else
+        pending_unlink(n);
+    n->next = spare;
+    spare = n;
+}
+
+/* ---- the record of freed blocks (all under the lock) ---- */
+
+static void freed_clear(unsigned i)
+{
+    if (freed[i].state == KEEL__FREED_HELD)
+        freed_held--;
+    freed[i].state = KEEL__FREED_FORGET;
+    freed_base[i] = 0;
+}
+
+static int freed_find_base(uintptr_t base)
+{
+    for (unsigned i = 0; i < KEEL__FREED_SLOTS; i++)
+        if (freed_base[i] == base && freed[i].state != KEEL__FREED_FORGET)
+            return (int)i;
+    return -1;
+}
+
+static void retire_locked(const keel__alloc_t *a, keel__freed_state_t state,
+                          keel__alloc_t evicted[KEEL__RETIRE_EVICTS], int *nevicted)
+{
+    *nevicted = 0;
+    unsigned newest = (freed_next + KEEL__FREED_SLOTS - 1) % KEEL__FREED_SLOTS;
+    int at;
+    /* The block freed last is often the one freed before it (a stream
+     * reusing one block): then its own slot is the newest and nothing else
+     * needs a look. */
+    if (freed_base[newest] == a->base && freed[newest].state != KEEL__FREED_FORGET)
+        at = (int)newest;
+    else
+        at = freed_find_base(a->base);
+    if (at >= 0) {
+        /* A held entry of the same base cannot be there (a held block is
+         * still allocated, so no allocation can have its base); should one
+         * be, it is released rather than lost. */
+        if (freed[at].state == KEEL__FREED_HELD)
+            evicted[(*nevicted)++] = freed[at].a;
+        freed_clear((unsigned)at);
+    }
+    if (state != KEEL__FREED_FORGET) {
+        unsigned i = at == (int)newest ? newest : freed_next;
+        if (i == freed_next) {
+            if (freed[i].state == KEEL__FREED_HELD)
+                evicted[(*nevicted)++] = freed[i].a;
+            freed_clear(i);
+            freed_next = (freed_next + 1) % KEEL__FREED_SLOTS;
+        }
+        freed[i].a = *a;
+        freed[i].a.reach = 0;
+        freed[i].state = state;
+        freed_base[i] = a->base;
+        if (state == KEEL__FREED_HELD && ++freed_held > KEEL__HOLD_MAX_BLOCKS) {
+            /* Too many held: the oldest held one goes back (and is forgotten). */
+            for (unsigned k = 0; k < KEEL__FREED_SLOTS; k++) {
+                unsigned j = (freed_next + k) % KEEL__FREED_SLOTS;
+                if (freed[j].state == KEEL__FREED_HELD && j != i) {
+                    evicted[(*nevicted)++] = freed[j].a;
+                    freed_clear(j);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+static keel_status_t add(const keel__alloc_t *a)
+{
+    uintptr_t key = a->base;
+    void *base = (void *)key;
+    pthread_mutex_lock(&lock);
+    node_t *n;
+    HASH_FIND(hh, table, &key, sizeof(key), n);
+    if (n) {
+        pthread_mutex_unlock(&lock);
+        return keel__set_error(KEEL_ERROR_INTERNAL, "allocation registry: the backend returned %p, which is still live",
+                               base);
+    }
+    if (spare) {
+        n = spare;
+        spare = n->next;
+    } else if (!(n = keel__malloc(sizeof(*n)))) {
+        pthread_mutex_unlock(&lock);
+        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY,
+                               "allocation registry: out of host memory to record %zu bytes at %p", a->size, base);
+    }
+    n->a = *a;
+    int hash_oom = 0;
+    HASH_ADD(hh, table, a.base, sizeof(key), n);
+    if (hash_oom) {
+        n->next = spare;
+        spare = n;
+        pthread_mutex_unlock(&lock);
+        return keel__set_error(KEEL_ERROR_OUT_OF_MEMORY,
+                               "allocation registry: out of host memory to record %zu bytes at %p", a->size, base);
+    }
+    n->in_tree = 0;
+    n->prev = NULL;
+    n->next = pending;
+    if (pending)
+        pending->prev = n;
+    pending = n;
+    bump_generation();
+    pthread_mutex_unlock(&lock);
+    return KEEL_OK;
+}
+
+keel_status_t keel__registry_add(void *base, size_t size, keel_memory_kind_t kind, struct keel_device *dev,
+                                 int stream_ordered)
+{
+    keel__alloc_t a = {.base = (uintptr_t)base, .size = size, .kind = kind, .device = dev,
+                       .stream_ordered = stream_ordered};
+    return add(&a);
+}
+
+keel_status_t keel__registry_put_back(const keel__alloc_t *a)
+{
+    keel_status_t st = add(a);
+    if (st == KEEL_OK) {
+        /* It is live again: what the record says of its base no longer holds. */
+        keel__alloc_t ev[KEEL__RETIRE_EVICTS];
+        int nev = 0;
+        pthread_mutex_lock(&lock);
+        retire_locked(a, KEEL__FREED_FORGET, ev, &nev);
+        pthread_mutex_unlock(&lock);
+    }
+    return st;
+}
+
+/* Under the lock: a pending allocation overlapping [key, end), or NULL;
+ * searched only when the tree could not take them (out of memory). */
+static node_t *pending_overlapping(uintptr_t key, uintptr_t end)
+{
+    for (node_t *n = pending; n; n = n->next)
+        if (key < n->a.base + n->a.size && n->a.base < end)
+            return n;
+    return NULL;
+}
+
+/* Under the lock: the allocation holding ptr, or NULL. */
+static node_t *lookup(uintptr_t key)
+{
+    node_t *n;
+    HASH_FIND(hh, table, &key, sizeof(key), n);
+    if (n)
+        return n;
+    int flushed = flush_pending() == 0;
+    keel__alloc_t probe = {.base = key, .kind = KEEL_MEMORY_HOST};
+    keel__alloc_t **slot = tfind(&probe, &tree, compare);
+    /* a is the node's first member, so the tree's pointer is the node's. */
+    if (slot)
+        return (node_t *)*slot;
+    return flushed ? NULL : pending_overlapping(key, key + 1);
+}
+
+keel_status_t keel__registry_add_foreign(void *base, size_t size, keel_memory_kind_t kind, struct keel_device *dev,
+                                         int origin, keel__alloc_t *overlap, int *overlapped)
+{
+    uintptr_t key = (uintptr_t)base;
+    pthread_mutex_lock(&lock);
+    int flushed = flush_pending() == 0;
+    keel__alloc_t probe = {.base = key, .size = size};
+    keel__alloc_t **slot = tfind(&probe, &tree, compare_overlap);
+    const keel__alloc_t *hit = slot ? *slot : NULL;
+    node_t *n;
+    if (!hit && !flushed && (n = pending_overlapping(key, key + size)) != NULL)
+        hit = &n->a;
+    if (hit)
+        *overlap = *hit;
+    pthread_mutex_unlock(&lock);
+    *overlapped = hit != NULL;
+    if (hit)
+        return KEEL_OK;
+    keel__alloc_t a = {.base = key, .size = size, .kind = kind, .device = dev, .foreign = origin};
+    return keel__registry_put_back(&a);
+}
+
+/* With evicted, the removed block is remembered as kept in the same step. */
+static keel_status_t remove_entry(void *base, keel__alloc_t *out, keel__alloc_t *evicted, int *nevicted)
+{
+    uintptr_t key = (uintptr_t)base;
+    keel__alloc_t holder = {.kind = KEEL_MEMORY_HOST};
+    pthread_mutex_lock(&lock);
+    node_t *n = lookup(key);
+    if (n && n->a.base == key) {
+        if (out)
+            *out = n->a;
+        if (evicted)
+            retire_locked(&n->a, KEEL__FREED_KEPT, evicted, nevicted);
+        release(n);
+        bump_generation();
+        pthread_mutex_unlock(&lock);
+        return KEEL_OK;
+    }
+    if (n)
+        holder = n->a;
+    pthread_mutex_unlock(&lock);
+    if (holder.size)
+        return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%p is inside an allocation of %zu bytes at %p, not its start",
+                               base, holder.size, (void *)holder.base);
+    return KEEL_ERROR_INVALID_POINTER; /* the caller words the message */
+}
+
+keel_status_t keel__registry_remove(void *base, keel__alloc_t *out)
+{
+    return remove_entry(base, out, NULL, NULL);
+}
+
+keel_status_t keel__registry_remove_kept(void *base, keel__alloc_t *out, keel__alloc_t evicted[KEEL__RETIRE_EVICTS],
+                                         int *nevicted)
+{
+    *nevicted = 0;
+    return remove_entry(base, out, evicted, nevicted);
+}
+
+/* Under the lock: the newest freed entry that overlaps [key, end), or NULL. */
+static const freed_t *freed_overlapping(uintptr_t key, uintptr_t end)
+{
+    for (unsigned i = 1; i <= KEEL__FREED_SLOTS; i++) {
+        const freed_t *f = &freed[(freed_next + KEEL__FREED_SLOTS - i) % KEEL__FREED_SLOTS];
+        if (f->state != KEEL__FREED_FORGET && key < f->a.base + f->a.size && f->a.base < end)
+            return f;
+    }
+    return NULL;
+}
+
+/* Under the lock, for a pointer in no live allocation: why (see
+ * keel__ptr_class_t). A freed block that holds key itself comes first, then
+ * the allocation key is the end of, then one the range runs into, then a
+ * freed block it runs into. */
+static keel__ptr_class_t explain_locked(uintptr_t key, size_t bytes, keel__alloc_t *out)
+{
+    uintptr_t end = bytes > UINTPTR_MAX - key ? UINTPTR_MAX : key + bytes;
+    const freed_t *f = freed_overlapping(key, key + 1);
+    if (f) {
+        *out = f->a;
+        return KEEL__PTR_FREED;
+    }
+    if (bytes == 0)
+        return KEEL__PTR_UNKNOWN;
+    /* One search for [key - 1, end): an allocation holding key - 1 ends at
+     * key (key itself is in none), any other overlaps [key, end). */
+    uintptr_t from = key > 0 ? key - 1 : 0;
+    int flushed = flush_pending() == 0;
+    keel__alloc_t probe = {.base = from, .size = end - from};
+    keel__alloc_t **slot = tfind(&probe, &tree, compare_overlap);
+    const keel__alloc_t *hit = slot ? *slot : NULL;
+    node_t *n;
+    if (!hit && !flushed && (n = pending_overlapping(from, end)) != NULL)
+        hit = &n->a;
+    if (hit && hit->foreign && hit->base + hit->size == key) {
+        /* The end of memory Keel did not allocate (registered, imported)
+         * is where the application's next buffer may well begin: only a
+         * range that runs into an allocation counts. */
+        probe = (keel__alloc_t){.base = key, .size = end - key};
+        slot = tfind(&probe, &tree, compare_overlap);
+        hit = slot ? *slot : NULL;
+        if (!hit && !flushed && (n = pending_overlapping(key, end)) != NULL)
+            hit = &n->a;
+    }
+    if (hit) {
+        *out = *hit;
+        return out->base + out->size == key ? KEEL__PTR_PAST_END : KEEL__PTR_RUNS_INTO;
+    }
+    if ((f = freed_overlapping(key, end)) != NULL) {
+        *out = f->a;
+        return KEEL__PTR_FREED;
+    }
+    return KEEL__PTR_UNKNOWN;
+}
+
+/* The lookup under the lock, and the cache refill: out of line, so the hit
+ * path below is a leaf that saves no registers. Returns the cache entry.
+ * With why, a pointer it does not find is explained there and in *near. */
+static __attribute__((noinline)) const keel__alloc_t *find_locked(uintptr_t key, size_t bytes,
+                                                                  keel__ptr_class_t *why, keel__alloc_t *near)
+{
+    keel__alloc_t found;
+    pthread_mutex_lock(&lock);
+    node_t *n = lookup(key);
+    if (n)
+        found = n->a;
+    else if (why)
+        *why = explain_locked(key, bytes, near);
+    unsigned long g = atomic_load_explicit(&generation, memory_order_relaxed);
+    pthread_mutex_unlock(&lock);
+    if (!n)
+        return NULL;
+    if (cache.generation != g) {
+        memset(cache.a, 0, sizeof(cache.a));
+        cache.generation = g;
+    }
+    keel__alloc_t *e = &cache.a[cache.next];
+    *e = found;
+    cache.next = (cache.next + 1) % CACHE_WAYS;
+    return e;
+}
+
+/* The entry is the thread's own copy, so the caller reads it in place: no
+ * copy out, whose wide stores the caller's narrow loads right after could
+ * not forward from (a stall that cost more than the lookup). */
+const keel__alloc_t *keel__registry_lookup(const void *ptr)
+{
+    uintptr_t key = (uintptr_t)ptr;
+    unsigned long g = atomic_load_explicit(&generation, memory_order_acquire);
+    if (cache.generation == g) {
+        for (int i = 0; i < CACHE_WAYS; i++) {
+            if (key - cache.a[i].base < cache.a[i].size)
+                return &cache.a[i];
+        }
+    }
+    return find_locked(key, 0, NULL, NULL);
+}
+
+int keel__registry_find(const void *ptr, keel__alloc_t *out)
+{
+    const keel__alloc_t *a = keel__registry_lookup(ptr);
+    if (!a)
+        return 0;
+    *out = *a;
+    return 1;
+}
+
+keel__ptr_class_t keel__registry_classify(const void *ptr, size_t bytes, keel__alloc_t *out)
+{
+    uintptr_t key = (uintptr_t)ptr;
+    unsigned long g = atomic_load_explicit(&generation, memory_order_acquire);
+    if (cache.generation == g) {
+        for (int i = 0; i < CACHE_WAYS; i++) {
+            if (key - cache.a[i].base < cache.a[i].size) {
+                *out = cache.a[i];
+                return KEEL__PTR_LIVE;
+            }
+        }
+    }
+    keel__ptr_class_t why = KEEL__PTR_UNKNOWN;
+    const keel__alloc_t *a = find_locked(key, bytes, &why, out);
+    if (a) {
+        *out = *a;
+        return KEEL__PTR_LIVE;
+    }
+    return why;
+}
+
+void keel__registry_add_reach(uintptr_t base, struct keel_device *dev)
+{
+    uint64_t bit = keel__reach_bit(dev);
+    node_t *n;
+    pthread_mutex_lock(&lock);
+    HASH_FIND(hh, table, &base, sizeof(base), n);
+    if (n && n->a.device != dev && !(n->a.reach & bit)) {
+        n->a.reach |= bit;
+        /* Copies of the entry in the threads' caches lack the bit. */
+        bump_generation();
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void keel__registry_retire(const keel__alloc_t *a, keel__freed_state_t state,
+                           keel__alloc_t evicted[KEEL__RETIRE_EVICTS], int *nevicted)
+{
+    pthread_mutex_lock(&lock);
+    retire_locked(a, state, evicted, nevicted);
+    pthread_mutex_unlock(&lock);
+}
+
+void keel__registry_unkeep(uintptr_t base)
+{
+    pthread_mutex_lock(&lock);
+    int at = freed_find_base(base);
+    if (at >= 0 && freed[at].state == KEEL__FREED_KEPT)
+        freed_clear((unsigned)at);
+    pthread_mutex_unlock(&lock);
+}
+
+int keel__registry_take_held(struct keel_device *dev, keel__alloc_t *out)
+{
+    int found = 0;
+    pthread_mutex_lock(&lock);
+    for (unsigned i = 0; i < KEEL__FREED_SLOTS && !found; i++) {
+        if (freed[i].state == KEEL__FREED_HELD && freed[i].a.device == dev) {
+            *out = freed[i].a;
+            freed_clear(i);
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return found;
+}
+
+int keel__registry_take_any(keel__alloc_t *out)
+{
+    int found = 0;
+    pthread_mutex_lock(&lock);
+    node_t *n = table;
+    if (n) {
+        *out = n->a;
+        release(n);
+        bump_generation();
+        found = 1;
+    } else {
+        for (unsigned i = 0; i < KEEL__FREED_SLOTS && !found; i++) {
+            if (freed[i].state == KEEL__FREED_HELD) {
+                *out = freed[i].a;
+                freed_clear(i);
+                found = 1;
+            }
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return found;
+}
+
+void keel__registry_reset(void)
+{
+    pthread_mutex_lock(&lock);
+    while (table)
+        release(table);
+    while (spare) {
+        node_t *n = spare;
+        spare = n->next;
+        free(n);
+    }
+    for (unsigned i = 0; i < KEEL__FREED_SLOTS; i++)
+        freed_clear(i);
+    freed_next = 0;
+    /* Every thread's cached copies of allocations go stale with this. */
+    bump_generation();
+    pthread_mutex_unlock(&lock);
+}
