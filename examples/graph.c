@@ -92,9 +92,9 @@ int main(void)
      * after its last replay; the host side is pinned so that the copies
      * stay asynchronous and read the buffer at replay time. */
     float *hx, *hy, *hsum, *dx, *dy, *dsum;
-    CHECK(keel_malloc_host(dev, N * sizeof(float), (void **)&hx));
-    CHECK(keel_malloc_host(dev, N * sizeof(float), (void **)&hy));
-    CHECK(keel_malloc_host(dev, sizeof(float), (void **)&hsum));
+    CHECK(keel_malloc_pinned(dev, N * sizeof(float), (void **)&hx));
+    CHECK(keel_malloc_pinned(dev, N * sizeof(float), (void **)&hy));
+    CHECK(keel_malloc_pinned(dev, sizeof(float), (void **)&hsum));
     CHECK(keel_malloc(dev, N * sizeof(float), (void **)&dx));
     CHECK(keel_malloc(dev, N * sizeof(float), (void **)&dy));
     CHECK(keel_malloc(dev, sizeof(float), (void **)&dsum));

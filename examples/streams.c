@@ -4,7 +4,7 @@
  * chunk goes through its own stream (copy in, kernel, copy out) so that one
  * chunk's copies can overlap another chunk's kernel.
  *
- *   - the host buffers are pinned (keel_malloc_host, as cudaMallocHost), so
+ *   - the host buffers are pinned (keel_malloc_pinned, as cudaMallocHost), so
  *     the copies are asynchronous;
  *   - an event on the main stream starts all chunk streams together, each
  *     chunk stream records an event when its chunk is done, and the main
@@ -50,8 +50,8 @@ int main(int argc, char **argv)
     CHECK(keel_module_get_kernel(mod, "poly", &poly));
 
     float *hx, *hy, *dx, *dy;
-    CHECK(keel_malloc_host(dev, n * sizeof(float), (void **)&hx));
-    CHECK(keel_malloc_host(dev, n * sizeof(float), (void **)&hy));
+    CHECK(keel_malloc_pinned(dev, n * sizeof(float), (void **)&hx));
+    CHECK(keel_malloc_pinned(dev, n * sizeof(float), (void **)&hy));
     CHECK(keel_malloc(dev, n * sizeof(float), (void **)&dx));
     CHECK(keel_malloc(dev, n * sizeof(float), (void **)&dy));
     uint64_t seed = example_seed(), rng = seed;

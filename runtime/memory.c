@@ -98,6 +98,11 @@ keel_status_t keel_malloc(keel_device_t *device, size_t bytes, void **ptr)
     return alloc_kind(device, bytes, ptr, KEEL_MEMORY_DEVICE, "keel_malloc");
 }
 
+keel_status_t keel_malloc_pinned(keel_device_t *device, size_t bytes, void **ptr)
+{
+    return alloc_kind(device, bytes, ptr, KEEL_MEMORY_PINNED, "keel_malloc_pinned");
+}
+
 keel_status_t keel_malloc_host(keel_device_t *device, size_t bytes, void **ptr)
 {
     return alloc_kind(device, bytes, ptr, KEEL_MEMORY_PINNED, "keel_malloc_host");

@@ -356,11 +356,11 @@ keel_status_t keel_unary(keel_stream_t *stream, keel_unary_op_t op, keel_dtype_t
     return ops->unary(stream->ctx, op, dtype, n, x, y);
 }
 
-keel_status_t keel_binary(keel_stream_t *stream, keel_binary_op_t op, keel_dtype_t dtype, size_t rows, size_t cols,
-                          double alpha, const void *a, size_t lda, double beta, const void *b, size_t ldb,
-                          keel_broadcast_t broadcast, void *y, size_t ldy)
+/* keel_binary's checks and dispatch; fn names the public call in messages. */
+static keel_status_t binary_op(const char *fn, keel_stream_t *stream, keel_binary_op_t op, keel_dtype_t dtype,
+                               size_t rows, size_t cols, double alpha, const void *a, size_t lda, double beta,
+                               const void *b, size_t ldb, keel_broadcast_t broadcast, void *y, size_t ldy)
 {
-    static const char fn[] = "keel_binary";
     const keel_ops_vtable_t *ops;
     TRY(get_ops(stream, fn, &ops));
     if (KEEL__UNLIKELY(op < KEEL_BINARY_ADD || op > KEEL_BINARY_MIN))
@@ -398,6 +398,19 @@ keel_status_t keel_binary(keel_stream_t *stream, keel_binary_op_t op, keel_dtype
                                broadcast == KEEL_BROADCAST_NONE ? ldb : 0, y, ldy};
     KEEL__FAULT_ENQUEUE(fn);
     return ops->binary(stream->ctx, &args);
+}
+
+keel_status_t keel_binary(keel_stream_t *stream, keel_binary_op_t op, keel_dtype_t dtype, size_t rows, size_t cols,
+                          double alpha, const void *a, size_t lda, double beta, const void *b, size_t ldb,
+                          keel_broadcast_t broadcast, void *y, size_t ldy)
+{
+    return binary_op("keel_binary", stream, op, dtype, rows, cols, alpha, a, lda, beta, b, ldb, broadcast, y, ldy);
+}
+
+keel_status_t keel_binary_vec(keel_stream_t *stream, keel_binary_op_t op, keel_dtype_t dtype, size_t n,
+                              const void *a, const void *b, void *y)
+{
+    return binary_op("keel_binary_vec", stream, op, dtype, 1, n, 1.0, a, n, 1.0, b, n, KEEL_BROADCAST_NONE, y, n);
 }
 
 /* ---- reductions, softmax, layer norm ---- */

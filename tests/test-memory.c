@@ -94,6 +94,43 @@ KT_DEVICE_TEST(huge_alloc_is_out_of_memory_and_recoverable)
     ck_assert_ptr_eq(p, KT_SENTINEL);
 }
 
+/* keel_malloc_pinned is keel_malloc_host under the name of what it gives;
+ * KEEL_MEMORY_UNKNOWN is the kind of memory Keel does not know. */
+KT_DEVICE_TEST(pinned_names_and_unknown_memory)
+{
+    ck_assert_int_eq(KEEL_MEMORY_UNKNOWN, KEEL_MEMORY_HOST);
+    enum { N = 4096 + 13 };
+    unsigned char *src = malloc(N), *back = malloc(N);
+    void *p = KT_SENTINEL;
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_malloc_pinned(dev, 0, &p));
+    ck_assert_msg(strstr(keel_last_error(), "keel_malloc_pinned") != NULL, "the message names the call: %s",
+                  keel_last_error());
+    ck_assert_ptr_eq(p, KT_SENTINEL);
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_malloc_pinned(NULL, 64, &p));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_malloc_pinned(dev, 64, NULL));
+    KT_FAIL(KEEL_ERROR_OUT_OF_MEMORY, keel_malloc_pinned(dev, SIZE_MAX / 2, &p));
+    ck_assert_ptr_eq(p, KT_SENTINEL);
+    KT_OK(keel_malloc_pinned(dev, N, &p));
+    check_info(p, KEEL_MEMORY_PINNED, dev, p, N);
+    /* it behaves as pinned memory: a round trip through the device */
+    void *d = NULL;
+    KT_OK(keel_malloc(dev, N, &d));
+    kt_fill_random_bytes(src, N);
+    memcpy(p, src, N);
+    KT_OK(keel_memcpy(d, p, N));
+    kt_poison(p, N);
+    KT_OK(keel_memcpy(p, d, N));
+    ck_assert_msg(memcmp(p, src, N) == 0, "the round trip through pinned memory changed the data");
+    KT_OK(keel_free(d));
+    KT_OK(keel_free(p));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free(p));
+    keel_pointer_info_t info;
+    KT_OK(keel_pointer_get_info(back, &info));
+    ck_assert_int_eq(info.kind, KEEL_MEMORY_UNKNOWN);
+    free(src);
+    free(back);
+}
+
 KT_DEVICE_TEST(free_rejects_unknown_interior_and_double_frees)
 {
     KT_OK(keel_free(NULL));
@@ -772,6 +809,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, alloc_every_kind_is_registered_and_freed);
     kt_add_device_test(tc, alloc_rejects_bad_input_and_leaves_out_untouched);
     kt_add_device_test(tc, huge_alloc_is_out_of_memory_and_recoverable);
+    kt_add_device_test(tc, pinned_names_and_unknown_memory);
     kt_add_device_test(tc, free_rejects_unknown_interior_and_double_frees);
     kt_add_device_test(tc, copies_between_every_kind_round_trip);
     kt_add_device_test(tc, async_copies_and_memset_on_a_stream);

@@ -37,9 +37,10 @@ typedef struct keel_stream keel_stream_t; /* see keel/stream.h */
 
 /** @brief What kind of memory a pointer refers to. */
 typedef enum keel_memory_kind {
-    KEEL_MEMORY_HOST = 0,    /**< pageable host memory Keel did not allocate */
+    KEEL_MEMORY_HOST = 0,    /**< memory Keel neither allocated nor registered: treated as pageable host memory */
+    KEEL_MEMORY_UNKNOWN = 0, /**< the same kind as KEEL_MEMORY_HOST, under a name that says what it means */
     KEEL_MEMORY_DEVICE = 1,  /**< device memory (keel_malloc, keel_malloc_async) */
-    KEEL_MEMORY_PINNED = 2,  /**< page-locked host memory (keel_malloc_host) */
+    KEEL_MEMORY_PINNED = 2,  /**< page-locked host memory (keel_malloc_pinned, keel_malloc_host, keel_host_register) */
     KEEL_MEMORY_MANAGED = 3  /**< memory migrating between host and device (keel_malloc_managed) */
 } keel_memory_kind_t;
 
@@ -54,8 +55,18 @@ typedef enum keel_memory_kind {
 KEEL_API keel_status_t keel_malloc(keel_device_t *device, size_t bytes, void **ptr);
 
 /**
- * @brief Allocate page-locked host memory usable for fast async copies with @p device.
+ * @brief Allocate page-locked host memory usable for fast async copies with @p device:
+ *        kind KEEL_MEMORY_PINNED (cudaMallocHost).
+ * @param[in] bytes must be > 0 (0 is KEEL_ERROR_INVALID_ARGUMENT).
+ * @param[out] ptr written only on success.
  * Ownership: the caller frees with keel_free().
+ */
+KEEL_API keel_status_t keel_malloc_pinned(keel_device_t *device, size_t bytes, void **ptr);
+
+/**
+ * @brief The same call as keel_malloc_pinned(), under its first name (kept:
+ *        programs that use it keep working). Its memory is KEEL_MEMORY_PINNED,
+ *        not KEEL_MEMORY_HOST, which is memory Keel does not know.
  */
 KEEL_API keel_status_t keel_malloc_host(keel_device_t *device, size_t bytes, void **ptr);
 

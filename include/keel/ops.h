@@ -99,7 +99,8 @@ typedef enum keel_unary_op {
     KEEL_UNARY_LOG = 4,
     KEEL_UNARY_SQRT = 5,
     KEEL_UNARY_RELU = 6,       /**< max(x, 0); NaN stays NaN */
-    KEEL_UNARY_GELU = 7,       /**< x/2 (1 + erf(x / sqrt 2)) */
+    KEEL_UNARY_GELU_ERF = 7,   /**< x/2 (1 + erf(x / sqrt 2)) */
+    KEEL_UNARY_GELU = 7,       /**< the same as KEEL_UNARY_GELU_ERF (kept; prefer the name that says the form) */
     KEEL_UNARY_GELU_TANH = 8,  /**< x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     KEEL_UNARY_SILU = 9,       /**< x sigmoid(x) */
     KEEL_UNARY_SIGMOID = 10,   /**< 1 / (1 + exp(-x)) */
@@ -142,6 +143,15 @@ typedef enum keel_broadcast {
 KEEL_API keel_status_t keel_binary(keel_stream_t *stream, keel_binary_op_t op, keel_dtype_t dtype, size_t rows,
                                    size_t cols, double alpha, const void *a, size_t lda, double beta,
                                    const void *b, size_t ldb, keel_broadcast_t broadcast, void *y, size_t ldy);
+
+/**
+ * @brief y[i] = a[i] op b[i] for i < n: the common case of keel_binary() (one
+ *        contiguous row, alpha = beta = 1, no broadcast), e.g. a vector add:
+ *        keel_binary_vec(s, KEEL_BINARY_ADD, KEEL_F32, n, a, b, y).
+ * @param[out] y n elements; it may be @p a or @p b, and must not overlap them otherwise.
+ */
+KEEL_API keel_status_t keel_binary_vec(keel_stream_t *stream, keel_binary_op_t op, keel_dtype_t dtype, size_t n,
+                                       const void *a, const void *b, void *y);
 
 /* ------------------------------------------------------------------------ */
 /* Reductions, softmax, layer norm                                           */
@@ -273,7 +283,9 @@ KEEL_API keel_status_t keel_gemv(keel_stream_t *stream, keel_dtype_t dtype, keel
 typedef enum keel_activation {
     KEEL_ACT_NONE = 0,
     KEEL_ACT_RELU = 1,
-    KEEL_ACT_GELU = 2,      /**< the tanh form, as cuBLASLt's GELU epilogue and PyTorch's gelu(approximate="tanh") */
+    KEEL_ACT_GELU_TANH = 2, /**< the tanh form, as cuBLASLt's GELU epilogue and PyTorch's gelu(approximate="tanh") */
+    KEEL_ACT_GELU = 2,      /**< the same as KEEL_ACT_GELU_TANH (kept; prefer the name that says the form:
+                                 KEEL_UNARY_GELU is the erf form) */
     KEEL_ACT_GELU_ERF = 3   /**< the erf form, as PyTorch's default gelu */
 } keel_activation_t;
 

@@ -412,6 +412,68 @@ KT_DEVICE_TEST(test_binary)
                 }
 }
 
+/* keel_binary_vec: the one-row form, every op and dtype, in place on either
+ * operand, and its errors naming it. */
+KT_DEVICE_TEST(test_binary_vec)
+{
+    keel_stream_t *s = stream_of(dev);
+    const size_t sizes[] = {1, 5, 1000, 65537};
+    for (int op = KEEL_BINARY_ADD; op <= KEEL_BINARY_MIN; op++)
+        for (int d = 0; d < NDT; d++)
+            for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+                keel_dtype_t dt = all_dtypes[d];
+                size_t n = sizes[k];
+                double *va = rand_vals(dt, n, 3.0), *vb = rand_vals(dt, n, 3.0);
+                void *a = upload(dev, dt, va, n), *b = upload(dev, dt, vb, n), *b2 = upload(dev, dt, vb, n),
+                     *y = poisoned(dev, n * keel_dtype_size(dt));
+                double *ref = malloc(n * sizeof(double)), *tol = malloc(n * sizeof(double));
+                for (size_t i = 0; i < n; i++) {
+                    ref[i] = to_dtype(dt, ref_binary(op, va[i], vb[i]));
+                    tol[i] = 4 * ceps(dt) * (fabs(va[i]) + fabs(vb[i])) *
+                             (op >= KEEL_BINARY_MUL && op <= KEEL_BINARY_DIV ? fabs(ref[i]) + 1 : 1);
+                }
+                char what[48];
+                snprintf(what, sizeof what, "binary_vec op %d n %zu", op, n);
+                KT_OK(keel_binary_vec(s, op, dt, n, a, b, y));
+                double *got = download(dev, dt, y, n);
+                expect_close(what, dt, got, ref, tol, 0, n);
+                free(got);
+                /* in place: b = a op b, then a = a op b (b's copy) */
+                KT_OK(keel_binary_vec(s, op, dt, n, a, b, b));
+                got = download(dev, dt, b, n);
+                expect_close(what, dt, got, ref, tol, 0, n);
+                free(got);
+                KT_OK(keel_binary_vec(s, op, dt, n, a, b2, a));
+                got = download(dev, dt, a, n);
+                expect_close(what, dt, got, ref, tol, 0, n);
+                free(got);
+                free(va);
+                free(vb);
+                free(ref);
+                free(tol);
+                KT_OK(keel_free(a));
+                KT_OK(keel_free(b));
+                KT_OK(keel_free(b2));
+                KT_OK(keel_free(y));
+            }
+    float host[8] = {0};
+    float *x = NULL;
+    (void)host[0];
+    KT_OK(keel_malloc(dev, 16 * sizeof(float), (void **)&x));
+    KT_OK(keel_binary_vec(s, KEEL_BINARY_ADD, KEEL_F32, 0, x, x + 8, x)); /* nothing to do */
+    KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_binary_vec(NULL, KEEL_BINARY_ADD, KEEL_F32, 8, x, x + 8, x));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_binary_vec(s, (keel_binary_op_t)0, KEEL_F32, 8, x, x + 8, x));
+    ck_assert_msg(strstr(keel_last_error(), "keel_binary_vec") != NULL, "the message names the call: %s",
+                  keel_last_error());
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_binary_vec(s, KEEL_BINARY_ADD, (keel_dtype_t)99, 8, x, x + 8, x));
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_binary_vec(s, KEEL_BINARY_ADD, KEEL_F32, 9, x + 8, x, x));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_binary_vec(s, KEEL_BINARY_ADD, KEEL_F32, 8, x, x + 8, x + 1));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_binary_vec(s, KEEL_BINARY_ADD, KEEL_F32, 8, x, x + 8, NULL));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_binary_vec(s, KEEL_BINARY_ADD, KEEL_F32, 8, x, host, x));
+    KT_OK(keel_stream_synchronize(s));
+    KT_OK(keel_free(x));
+}
+
 /* ======================================================================== */
 
 KT_DEVICE_TEST(test_reduce)
@@ -1660,6 +1722,7 @@ static Suite *ops_suite(void)
     kt_add_device_test(tc, test_copy_transpose);
     kt_add_device_test(tc, test_unary);
     kt_add_device_test(tc, test_binary);
+    kt_add_device_test(tc, test_binary_vec);
     suite_add_tcase(s, tc);
     tc = tcase_create("reductions");
     tcase_set_timeout(tc, 120);
