@@ -64,6 +64,33 @@ int kt_cpu_devices_env(void);
 /* Adds a per-device test to a test case. */
 #define kt_add_device_test(tc, name) tcase_add_loop_test((tc), (name), 0, kt_device_count())
 
+/* ---- what a backend is expected not to support (tests/unsupported.c) ---- */
+
+typedef enum kt_feature {
+    KT_MANAGED_MEMORY,     /* keel_malloc_managed */
+    KT_HOST_REGISTER,      /* keel_host_register */
+    KT_GRAPHS,             /* keel_stream_begin_capture */
+    KT_RUNTIME_COMPILE,    /* keel_module_compile, source compiled at load */
+    KT_OCCUPANCY,          /* keel_kernel_max_active_blocks, keel_kernel_suggest_block_size */
+    KT_DYNAMIC_SHARED,     /* keel_kernel_set_max_dynamic_shared */
+    KT_KERNEL_PARAM_COUNT, /* KEEL_KERNEL_ATTR_NUM_ARGS of a vendor-source kernel */
+    KT_FEATURE_COUNT
+} kt_feature_t;
+
+/* Checks a call's status against the table of expected NOT_SUPPORTED
+ * answers: returns 1 when the backend of @p dev is expected to lack @p f and
+ * @p st says so (the test should stop there); fails the test on an
+ * unexpected NOT_SUPPORTED, or on any other status where NOT_SUPPORTED is
+ * expected; returns 0 otherwise (the caller checks @p st as usual). */
+int kt_unsupported(keel_device_t *dev, kt_feature_t f, keel_status_t st);
+/* kt_unsupported's decision, without failing the test: STOP (expected
+ * NOT_SUPPORTED), GO_ON (supported, as expected) or WRONG (@p msg says why). */
+typedef enum kt_verdict { KT_VERDICT_GO_ON, KT_VERDICT_STOP, KT_VERDICT_WRONG } kt_verdict_t;
+kt_verdict_t kt_unsupported_verdict(keel_device_t *dev, kt_feature_t f, keel_status_t st, char *msg, size_t size);
+/* Why @p dev's backend lacks @p f, or NULL when it is expected to have it. */
+const char *kt_expected_unsupported(keel_device_t *dev, kt_feature_t f);
+const char *kt_feature_name(kt_feature_t f);
+
 /* ---- assertions ---- */
 
 const char *kt_where(void);

@@ -429,6 +429,37 @@ START_TEST(backend_search_path_lists_the_directories)
 }
 END_TEST
 
+/* The fixture's table of expected NOT_SUPPORTED answers judges both ways:
+ * an unexpected NOT_SUPPORTED and a success where NOT_SUPPORTED is expected
+ * are both wrong. */
+KT_DEVICE_TEST(unsupported_table_judges_both_ways)
+{
+    char msg[512];
+    for (int f = 0; f < KT_FEATURE_COUNT; f++) {
+        kt_feature_t ft = (kt_feature_t)f;
+        const char *why = kt_expected_unsupported(dev, ft);
+        const char *name = kt_feature_name(ft);
+        kt_verdict_t v = kt_unsupported_verdict(dev, ft, KEEL_ERROR_NOT_SUPPORTED, msg, sizeof msg);
+        ck_assert_msg(v == (why ? KT_VERDICT_STOP : KT_VERDICT_WRONG), "%s: NOT_SUPPORTED judged %d (%s)", name,
+                      (int)v, msg);
+        ck_assert_msg(strstr(msg, name) != NULL, "%s: the message names the feature: %s", name, msg);
+        v = kt_unsupported_verdict(dev, ft, KEEL_OK, msg, sizeof msg);
+        ck_assert_msg(v == (why ? KT_VERDICT_WRONG : KT_VERDICT_GO_ON), "%s: KEEL_OK judged %d (%s)", name, (int)v,
+                      msg);
+        if (why)
+            ck_assert_msg(strstr(msg, "out of date") != NULL, "%s: the message says the table is stale: %s", name,
+                          msg);
+        v = kt_unsupported_verdict(dev, ft, KEEL_ERROR_INVALID_ARGUMENT, msg, sizeof msg);
+        ck_assert_msg(v == (why ? KT_VERDICT_WRONG : KT_VERDICT_GO_ON), "%s: another error judged %d (%s)", name,
+                      (int)v, msg);
+    }
+    /* The CPU backend supports everything the table names. */
+    if (kt_is_cpu(dev))
+        for (int f = 0; f < KT_FEATURE_COUNT; f++)
+            ck_assert_msg(kt_expected_unsupported(dev, (kt_feature_t)f) == NULL, "cpu is expected to lack %s",
+                          kt_feature_name(f));
+}
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("device");
@@ -451,6 +482,7 @@ static Suite *suite(void)
     kt_add_device_test(td, device_synchronize_works_and_rejects_bad_handles);
     kt_add_device_test(td, device_name_of_a_bad_handle_is_a_string);
     kt_add_device_test(td, peer_access_queries);
+    kt_add_device_test(td, unsupported_table_judges_both_ways);
     suite_add_tcase(s, td);
     return s;
 }

@@ -16,7 +16,7 @@ KT_DEVICE_TEST(registered_host_memory_copies_as_pinned)
     kt_fill_random_bytes(host, N);
     kt_poison(back, N);
     keel_status_t st = keel_host_register(dev, host, N);
-    if (st == KEEL_ERROR_NOT_SUPPORTED) {
+    if (kt_unsupported(dev, KT_HOST_REGISTER, st)) {
         free(host);
         free(back);
         return;
@@ -70,7 +70,7 @@ KT_DEVICE_TEST(unregister_waits_for_queued_copies)
     unsigned char *host = aligned_alloc(4096, N), *src = malloc(N);
     kt_fill_random_bytes(src, N);
     kt_poison(host, N);
-    if (keel_host_register(dev, host, N) == KEEL_ERROR_NOT_SUPPORTED) {
+    if (kt_unsupported(dev, KT_HOST_REGISTER, keel_host_register(dev, host, N))) {
         free(host);
         free(src);
         return;
@@ -102,7 +102,7 @@ KT_DEVICE_TEST(memory_right_after_a_registered_range_is_host_memory)
     unsigned char *buf = aligned_alloc(4096, 2 * N), *src = malloc(N), *back = malloc(N);
     kt_fill_random_bytes(src, N);
     kt_poison(back, N);
-    if (keel_host_register(dev, buf, N) == KEEL_ERROR_NOT_SUPPORTED) {
+    if (kt_unsupported(dev, KT_HOST_REGISTER, keel_host_register(dev, buf, N))) {
         free(buf);
         free(src);
         free(back);
@@ -148,7 +148,7 @@ KT_DEVICE_TEST(managed_memory_hints_keep_the_data)
 {
     void *m = NULL;
     keel_status_t st = keel_malloc_managed(dev, N, &m);
-    if (st == KEEL_ERROR_NOT_SUPPORTED)
+    if (kt_unsupported(dev, KT_MANAGED_MEMORY, st))
         return;
     KT_OK(st);
     unsigned char *src = malloc(N), *back = malloc(N);

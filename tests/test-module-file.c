@@ -473,8 +473,7 @@ KT_DEVICE_TEST(module_file_source_compiles_at_load)
      * the -D that keel-cc was given (the kernel file fails without it). */
     keel_module_t *m = NULL;
     keel_status_t st = keel_module_load_file(dev, module_for(dev, "source", "0.25f"), &m);
-    if (st == KEEL_ERROR_NOT_SUPPORTED) {
-        printf("%sskipped: the device compiles no source at run time (%s)\n", kt_where(), keel_last_error());
+    if (kt_unsupported(dev, KT_RUNTIME_COMPILE, st)) {
         return;
     }
     ck_assert_msg(st == KEEL_OK, "%s%s (%s)", kt_where(), keel_status_name(st), keel_last_error());
@@ -599,8 +598,7 @@ KT_DEVICE_TEST(module_file_code_that_does_not_load)
     modfile_write(path, parts, 3);
     keel_module_t *m = NULL;
     keel_status_t st = keel_module_load_file(dev, path, &m);
-    if (st == KEEL_ERROR_NOT_SUPPORTED) {
-        printf("%sskipped: the device compiles no source at run time (%s)\n", kt_where(), keel_last_error());
+    if (kt_unsupported(dev, KT_RUNTIME_COMPILE, st)) {
         free(mf.data);
         return;
     }

@@ -1590,7 +1590,7 @@ KT_DEVICE_TEST(test_graph_capture)
     KT_OK(keel_reduce(s, KEEL_REDUCE_SUM, KEEL_BF16, n, n, c, n, KEEL_AXIS_ALL, out));
     KT_OK(keel_stream_synchronize(s));
     keel_status_t st = keel_stream_begin_capture(s);
-    if (st == KEEL_ERROR_NOT_SUPPORTED) {
+    if (kt_unsupported(dev, KT_GRAPHS, st)) {
         KT_OK(keel_stream_destroy(s));
         return;
     }
