@@ -2,13 +2,24 @@
 /* The registry of live allocations: base, size, kind and device of every
  * pointer Keel handed out.
  *
- * Two indexes. A hash table on the base address answers the common questions
- * (free, copy from the start of a buffer) in O(1). A balanced tree (glibc
- * tsearch) ordered by base answers "which allocation holds this interior
- * address" in O(log n), since allocations never overlap. The tree is kept
- * lazily: a new allocation waits on a pending list until an interior lookup
- * needs the tree, so a steady allocate/free loop (keel_malloc_async +
- * keel_free_async) never touches it. Nodes are recycled through a free list.
+ * Every call checks its pointers here, so a lookup must cost the same with
+ * one live allocation as with a million. Two open-addressing indexes
+ * (runtime/addr_index.h) answer it in a bounded number of probes:
+ *   - by base: the allocation that starts at an address;
+ *   - by block: an allocation of size s belongs to level L, the smallest
+ *     power of two >= s (at least 2^KEEL__LEVEL_MIN), and is entered under
+ *     each aligned 2^L block it touches: one or two, since s <= 2^L. The
+ *     allocation holding an interior address p is among those entered under
+ *     p's block at some level in use, and at each level a block meets at
+ *     most three allocations (they do not overlap and are larger than half
+ *     the block; below 2^KEEL__LEVEL_MIN, a few more). A lookup probes one
+ *     block per level in use: at most a few dozen, whatever the count.
+ * A balanced tree (glibc tsearch) ordered by base is kept only for the
+ * questions about ranges (does [p, p + n) meet an allocation: registering
+ * foreign memory, explaining a refused pointer). It is kept lazily: a new
+ * allocation waits on a pending list until such a question needs the tree,
+ * so the lookups and a steady allocate/free loop never touch it. Nodes are
+ * recycled through a free list.
  *
  * Beside the live allocations, a small record of recently freed blocks
  * (see internal.h for which blocks it may hold) lets a copy tell a freed
@@ -18,36 +29,25 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Keys are addresses: one multiply mixes their bits into the high half,
- * which the fold brings down to the low bits uthash takes its bucket from.
- * (uthash's default, Jenkins' hash, costs several times more per lookup.) */
-#define HASH_FUNCTION(keyptr, keylen, hashv)                                                      \
-    do {                                                                                           \
-        uint64_t keel_h_ = (uint64_t)*(const uintptr_t *)(keyptr) * UINT64_C(0x9E3779B97F4A7C15); \
-        (hashv) = (unsigned)(keel_h_ >> 32) ^ (unsigned)keel_h_;                                   \
-    } while (0)
-/* uthash's default answer to a failed allocation (a new table, or more
- * buckets as it grows) is exit(-1). In its non-fatal mode the table is left
- * as it was, without the element, and uthash_nonfatal_oom is called: it sets
- * hash_oom, which every HASH_ADD of this file declares, so the add becomes a
- * KEEL_ERROR_OUT_OF_MEMORY of the call. */
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(elt) (hash_oom = 1)
+#include "runtime/addr_index.h"
 #include "runtime/internal.h"
-/* uthash's tables are host allocations of Keel's too (KEEL_FAULT host-alloc). */
-#define uthash_malloc(sz) keel__malloc(sz)
-#include <uthash.h>
+
+/* The smallest level: allocations of up to 64 bytes share it. */
+#define KEEL__LEVEL_MIN 6
 
 typedef struct node {
     keel__alloc_t a;
-    UT_hash_handle hh;
     int in_tree;
-    struct node *prev, *next; /* pending list while !in_tree; free list link */
+    struct node *prev, *next;   /* pending list while !in_tree; free list link */
+    struct node *lprev, *lnext; /* every live allocation */
 } node_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static node_t *table;   /* uthash on a.base */
+static keel__addr_index_t by_base;  /* base -> node */
+static keel__addr_index_t by_block; /* level and block -> node (see above) */
+static uint64_t levels_used;        /* bit L: some allocation is of level L */
+static size_t level_count[64];
+static node_t *live;    /* every live allocation, newest first */
 static void *tree;      /* tsearch tree of node_t * ordered by a.base */
 static node_t *pending; /* allocations not yet in the tree */
 static node_t *spare;   /* recycled nodes */
@@ -65,19 +65,32 @@ static void bump_generation(void)
     atomic_store_explicit(&generation, atomic_load_explicit(&generation, memory_order_relaxed) + 1,
                           memory_order_release);
 }
-/* Four entries: an operation names up to four buffers (a, b and y of a
- * binary op; x, y, gamma and beta of a layer norm), and a call with three
- * distinct buffers would otherwise evict on every lookup and take the lock
- * each time. The default TLS model on purpose: initial-exec would take
- * static TLS, which glibc may have none left of when libkeel is opened with
- * dlopen late (Python's ctypes after torch: "cannot allocate memory in
- * static TLS block"). */
-#define CACHE_WAYS 4
+/* Sixteen entries: an operation names up to four buffers (a, b and y of a
+ * binary op; x, y, gamma and beta of a layer norm), and a program works on
+ * a handful of buffers at a time; fewer entries than that would evict on
+ * most lookups and take the lock each time. The bases and sizes are kept
+ * apart from the records so that the search is one branch-free pass over
+ * two short arrays (a hit's position is not predictable). The default TLS
+ * model on purpose: initial-exec would take static TLS, which glibc may have
+ * none left of when libkeel is opened with dlopen late (Python's ctypes
+ * after torch: "cannot allocate memory in static TLS block"). */
+#define CACHE_WAYS 16
 static _Thread_local struct {
     unsigned long generation;
     unsigned next;
+    uintptr_t base[CACHE_WAYS];
+    size_t size[CACHE_WAYS]; /* 0: an empty entry */
     keel__alloc_t a[CACHE_WAYS];
 } cache;
+
+/* The cache entry holding key, or -1. */
+static inline int cache_hit(uintptr_t key)
+{
+    int hit = -1;
+    for (int i = 0; i < CACHE_WAYS; i++)
+        hit = key - cache.base[i] < cache.size[i] ? i : hit;
+    return hit;
+}
 
 /* The record of freed blocks: a ring, newest at freed_next - 1. A base
  * has at most one entry (keel__registry_retire drops the older one), and
@@ -141,9 +154,102 @@ static int flush_pending(void)
     return 0;
 }
 
+/* ---- the indexes (all under the lock) ---- */
+
+static unsigned level_of(size_t size)
+{
+    unsigned l = KEEL__LEVEL_MIN;
+    while (l < 63 && ((size_t)1 << l) < size)
+        l++;
+    return l;
+}
+
+static uintptr_t block_key(unsigned level, uintptr_t addr)
+{
+    return ((addr >> level) << KEEL__LEVEL_MIN) | level;
+}
+
+/* The last block of n's level that n touches (its first is block_key(l, base)). */
+static uintptr_t last_block_key(const node_t *n, unsigned l)
+{
+    uintptr_t last = n->a.size ? n->a.base + (n->a.size - 1) : n->a.base;
+    return block_key(l, last);
+}
+
+/* Enters n in both indexes and the live list: 0, or -1 out of memory (then
+ * it is in none). */
+static int index_add(node_t *n)
+{
+    unsigned l = level_of(n->a.size);
+    uintptr_t b0 = block_key(l, n->a.base), b1 = last_block_key(n, l);
+    if (keel__ai_insert(&by_base, n->a.base, n) != 0)
+        return -1;
+    if (keel__ai_insert(&by_block, b0, n) != 0) {
+        keel__ai_remove(&by_base, n->a.base, n);
+        return -1;
+    }
+    if (b1 != b0 && keel__ai_insert(&by_block, b1, n) != 0) {
+        keel__ai_remove(&by_block, b0, n);
+        keel__ai_remove(&by_base, n->a.base, n);
+        return -1;
+    }
+    level_count[l]++;
+    levels_used |= UINT64_C(1) << l;
+    n->lprev = NULL;
+    n->lnext = live;
+    if (live)
+        live->lprev = n;
+    live = n;
+    return 0;
+}
+
+static void index_remove(node_t *n)
+{
+    unsigned l = level_of(n->a.size);
+    uintptr_t b0 = block_key(l, n->a.base), b1 = last_block_key(n, l);
+    keel__ai_remove(&by_base, n->a.base, n);
+    keel__ai_remove(&by_block, b0, n);
+    if (b1 != b0)
+        keel__ai_remove(&by_block, b1, n);
+    if (--level_count[l] == 0)
+        levels_used &= ~(UINT64_C(1) << l);
+    if (n->lprev)
+        n->lprev->lnext = n->lnext;
+    else
+        live = n->lnext;
+    if (n->lnext)
+        n->lnext->lprev = n->lprev;
+    n->lprev = n->lnext = NULL;
+}
+
+/* The live allocation starting at base, or NULL. */
+static node_t *find_base(uintptr_t base)
+{
+    return keel__ai_find(&by_base, base);
+}
+
+/* The live allocation holding addr, or NULL: its base, else one block per
+ * level in use. */
+static node_t *find_holder(uintptr_t addr)
+{
+    node_t *n = find_base(addr);
+    if (n)
+        return n;
+    for (uint64_t m = levels_used; m; m &= m - 1) {
+        unsigned l = (unsigned)__builtin_ctzll(m);
+        uintptr_t key = block_key(l, addr);
+        for (size_t i = keel__ai_first(&by_block, key); i != KEEL__AI_END; i = keel__ai_next(&by_block, key, i)) {
+            node_t *c = by_block.slots[i].value;
+            if (addr - c->a.base < c->a.size)
+                return c;
+        }
+    }
+    return NULL;
+}
+
 static void release(node_t *n)
 {
-    HASH_DEL(table, n);
+    index_remove(n);
     if (n->in_tree)
         tdelete(&n->a, &tree, compare);
     else
@@ -222,8 +328,7 @@ static keel_status_t add(const keel__alloc_t *a)
     uintptr_t key = a->base;
     void *base = (void *)key;
     pthread_mutex_lock(&lock);
-    node_t *n;
-    HASH_FIND(hh, table, &key, sizeof(key), n);
+    node_t *n = find_base(key);
     if (n) {
         pthread_mutex_unlock(&lock);
         return keel__set_error(KEEL_ERROR_INTERNAL, "allocation registry: the backend returned %p, which is still live",
@@ -238,9 +343,7 @@ static keel_status_t add(const keel__alloc_t *a)
                                "allocation registry: out of host memory to record %zu bytes at %p", a->size, base);
     }
     n->a = *a;
-    int hash_oom = 0;
-    HASH_ADD(hh, table, a.base, sizeof(key), n);
-    if (hash_oom) {
+    if (index_add(n) != 0) {
         n->next = spare;
         spare = n;
         pthread_mutex_unlock(&lock);
@@ -293,17 +396,7 @@ static node_t *pending_overlapping(uintptr_t key, uintptr_t end)
 /* Under the lock: the allocation holding ptr, or NULL. */
 static node_t *lookup(uintptr_t key)
 {
-    node_t *n;
-    HASH_FIND(hh, table, &key, sizeof(key), n);
-    if (n)
-        return n;
-    int flushed = flush_pending() == 0;
-    keel__alloc_t probe = {.base = key, .kind = KEEL_MEMORY_HOST};
-    keel__alloc_t **slot = tfind(&probe, &tree, compare);
-    /* a is the node's first member, so the tree's pointer is the node's. */
-    if (slot)
-        return (node_t *)*slot;
-    return flushed ? NULL : pending_overlapping(key, key + 1);
+    return find_holder(key);
 }
 
 keel_status_t keel__registry_add_foreign(void *base, size_t size, keel_memory_kind_t kind, struct keel_device *dev,
@@ -440,13 +533,15 @@ static __attribute__((noinline)) const keel__alloc_t *find_locked(uintptr_t key,
     if (!n)
         return NULL;
     if (cache.generation != g) {
-        memset(cache.a, 0, sizeof(cache.a));
+        memset(cache.size, 0, sizeof(cache.size));
         cache.generation = g;
     }
-    keel__alloc_t *e = &cache.a[cache.next];
-    *e = found;
-    cache.next = (cache.next + 1) % CACHE_WAYS;
-    return e;
+    unsigned w = cache.next;
+    cache.a[w] = found;
+    cache.base[w] = found.base;
+    cache.size[w] = found.size;
+    cache.next = (w + 1) % CACHE_WAYS;
+    return &cache.a[w];
 }
 
 /* The entry is the thread's own copy, so the caller reads it in place: no
@@ -457,10 +552,9 @@ const keel__alloc_t *keel__registry_lookup(const void *ptr)
     uintptr_t key = (uintptr_t)ptr;
     unsigned long g = atomic_load_explicit(&generation, memory_order_acquire);
     if (cache.generation == g) {
-        for (int i = 0; i < CACHE_WAYS; i++) {
-            if (key - cache.a[i].base < cache.a[i].size)
-                return &cache.a[i];
-        }
+        int i = cache_hit(key);
+        if (i >= 0)
+            return &cache.a[i];
     }
     return find_locked(key, 0, NULL, NULL);
 }
@@ -479,11 +573,10 @@ keel__ptr_class_t keel__registry_classify(const void *ptr, size_t bytes, keel__a
     uintptr_t key = (uintptr_t)ptr;
     unsigned long g = atomic_load_explicit(&generation, memory_order_acquire);
     if (cache.generation == g) {
-        for (int i = 0; i < CACHE_WAYS; i++) {
-            if (key - cache.a[i].base < cache.a[i].size) {
-                *out = cache.a[i];
-                return KEEL__PTR_LIVE;
-            }
+        int i = cache_hit(key);
+        if (i >= 0) {
+            *out = cache.a[i];
+            return KEEL__PTR_LIVE;
         }
     }
     keel__ptr_class_t why = KEEL__PTR_UNKNOWN;
@@ -498,9 +591,8 @@ keel__ptr_class_t keel__registry_classify(const void *ptr, size_t bytes, keel__a
 void keel__registry_add_reach(uintptr_t base, struct keel_device *dev)
 {
     uint64_t bit = keel__reach_bit(dev);
-    node_t *n;
     pthread_mutex_lock(&lock);
-    HASH_FIND(hh, table, &base, sizeof(base), n);
+    node_t *n = find_base(base);
     if (n && n->a.device != dev && !(n->a.reach & bit)) {
         n->a.reach |= bit;
         /* Copies of the entry in the threads' caches lack the bit. */
@@ -545,7 +637,7 @@ int keel__registry_take_any(keel__alloc_t *out)
 {
     int found = 0;
     pthread_mutex_lock(&lock);
-    node_t *n = table;
+    node_t *n = live;
     if (n) {
         *out = n->a;
         release(n);
@@ -567,8 +659,10 @@ int keel__registry_take_any(keel__alloc_t *out)
 void keel__registry_reset(void)
 {
     pthread_mutex_lock(&lock);
-    while (table)
-        release(table);
+    while (live)
+        release(live);
+    keel__ai_clear(&by_base);
+    keel__ai_clear(&by_block);
     while (spare) {
         node_t *n = spare;
         spare = n->next;

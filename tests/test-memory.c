@@ -131,6 +131,36 @@ KT_DEVICE_TEST(pinned_names_and_unknown_memory)
     free(back);
 }
 
+/* Every address inside an allocation finds it, whatever its size (the
+ * registry files allocations by size class), and the address just past its
+ * end does not. */
+KT_DEVICE_TEST(interior_pointers_of_every_size_find_their_allocation)
+{
+    static const size_t sizes[] = {1, 7, 63, 64, 65, 100, 255, 256, 257, 4095, 4096, 4097, 65539, (1u << 20) + 5};
+    enum { NS = sizeof sizes / sizeof sizes[0], COPIES = 3 };
+    void *p[NS][COPIES];
+    for (int c = 0; c < COPIES; c++)
+        for (int i = 0; i < NS; i++)
+            KT_OK(keel_malloc(dev, sizes[i], &p[i][c]));
+    for (int c = 0; c < COPIES; c++)
+        for (int i = 0; i < NS; i++) {
+            char *b = p[i][c];
+            size_t n = sizes[i];
+            size_t offs[] = {0, n - 1, n / 2, (size_t)(kt_rand64() % n), (size_t)(kt_rand64() % n)};
+            for (size_t k = 0; k < sizeof offs / sizeof offs[0]; k++)
+                check_info(b + offs[k], KEEL_MEMORY_DEVICE, dev, b, n);
+            keel_pointer_info_t info;
+            memset(&info, 0, sizeof info);
+            info.struct_size = sizeof info;
+            KT_OK(keel_pointer_get_info(b + n, &info));
+            ck_assert_msg(info.base != b, "%sthe end of %zu bytes at %p is reported inside them", kt_where(), n,
+                          (void *)b);
+        }
+    for (int c = 0; c < COPIES; c++)
+        for (int i = 0; i < NS; i++)
+            KT_OK(keel_free(p[i][c]));
+}
+
 KT_DEVICE_TEST(free_rejects_unknown_interior_and_double_frees)
 {
     KT_OK(keel_free(NULL));
@@ -810,6 +840,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, alloc_rejects_bad_input_and_leaves_out_untouched);
     kt_add_device_test(tc, huge_alloc_is_out_of_memory_and_recoverable);
     kt_add_device_test(tc, pinned_names_and_unknown_memory);
+    kt_add_device_test(tc, interior_pointers_of_every_size_find_their_allocation);
     kt_add_device_test(tc, free_rejects_unknown_interior_and_double_frees);
     kt_add_device_test(tc, copies_between_every_kind_round_trip);
     kt_add_device_test(tc, async_copies_and_memset_on_a_stream);

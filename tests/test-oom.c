@@ -3,24 +3,28 @@
  * malloc itself; the executable's definition comes first in symbol lookup,
  * so libkeel's calls land here too. It forwards to the next malloc (libc's,
  * or a sanitizer's) except while the calling thread has armed it, when a
- * request of a chosen size fails. The sizes are those of uthash's own
- * allocations (its table, its first buckets, the bucket arrays it grows
- * into), so each test fails exactly the allocation it is about and counts
- * that it did. Runs on the CPU backend: the registry is the core's and the
+ * request of a chosen size fails. The sizes are those of the registry's
+ * indexes (runtime/addr_index.h: the first array of each, the arrays they
+ * double into), so each test fails exactly the allocation it is about and
+ * counts that it did. Runs on the CPU backend: the registry is the core's and the
  * same for every backend. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <uthash.h>
 #include "fixture.h"
+#include "runtime/addr_index.h"
 
-/* Which requests fail while armed: exactly `size`, or (grow) every bucket
- * array larger than the first one. */
+/* The first array of an index of the registry. */
+#define FIRST_ARRAY ((size_t)KEEL__AI_MIN_CAPACITY * sizeof(keel__ai_slot_t))
+
+/* Which requests fail while armed: those of exactly `size` after the first
+ * `skip` of them, or (grow) every array larger than the first one. */
 static _Thread_local struct {
     int armed;
     int grow;
     size_t size;
+    unsigned skip;
     unsigned long failed;
 } inject;
 
@@ -39,8 +43,12 @@ INTERPOSED_BODY static int inject_fails(size_t n)
 {
     if (!inject.armed)
         return 0;
-    size_t first = HASH_INITIAL_NUM_BUCKETS * sizeof(UT_hash_bucket);
+    size_t first = FIRST_ARRAY;
     int hit = inject.grow ? n > first && n % first == 0 && ((n / first) & (n / first - 1)) == 0 : n == inject.size;
+    if (hit && !inject.grow && inject.skip > 0) {
+        inject.skip--;
+        hit = 0;
+    }
     if (hit) {
         inject.failed++;
         errno = ENOMEM;
@@ -48,7 +56,7 @@ INTERPOSED_BODY static int inject_fails(size_t n)
     return hit;
 }
 
-/* calloc too: the compiler turns uthash's malloc-then-zero into a calloc. */
+/* calloc too: the indexes' arrays are calloc'ed. */
 INTERPOSED void *malloc(size_t n)
 {
     if (inject_fails(n))
@@ -69,10 +77,11 @@ INTERPOSED void *calloc(size_t count, size_t size)
     return next_calloc(count, size);
 }
 
-static void arm_size(size_t size)
+static void arm_size(size_t size, unsigned skip)
 {
     inject.grow = 0;
     inject.size = size;
+    inject.skip = skip;
     inject.failed = 0;
     inject.armed = 1;
 }
@@ -111,8 +120,9 @@ static void expect_registered(void *p, size_t size)
                   info.size, size);
 }
 
-/* A call that allocates on a registry with no live allocation: uthash makes
- * its table (the table struct, then its first buckets), which fails. */
+/* A call that allocates on a registry with no live allocation: the registry
+ * makes the first array of its index by base, then of its index by block;
+ * either may fail. */
 static keel_status_t alloc_one(keel_device_t *dev, keel_stream_t *s, int how, void **p)
 {
     switch (how) {
@@ -129,18 +139,18 @@ START_TEST(failed_table_allocation_is_out_of_memory)
     keel_stream_t *s = NULL;
     KT_OK(keel_stream_create(dev, KEEL_STREAM_DEFAULT, 0, &s));
     static const char *const names[] = {"keel_malloc", "keel_malloc_host", "keel_malloc_managed", "keel_malloc_async"};
-    const size_t sizes[] = {sizeof(UT_hash_table), HASH_INITIAL_NUM_BUCKETS * sizeof(UT_hash_bucket)};
+    static const char *const which_names[] = {"by base", "by block"};
     for (int which = 0; which < 2; which++) {
         for (int how = 0; how < 4; how++) {
             void *p = KT_SENTINEL;
             keel_clear_error();
-            arm_size(sizes[which]);
+            arm_size(FIRST_ARRAY, (unsigned)which);
             keel_status_t st = alloc_one(dev, s, how, &p);
             unsigned long failed = disarm();
-            ck_assert_msg(failed > 0, "%s: no request of %zu bytes (uthash's %s) was made", names[how], sizes[which],
-                          which ? "first buckets" : "table");
-            ck_assert_msg(st == KEEL_ERROR_OUT_OF_MEMORY, "%s with uthash's %s failing -> %s (%s)", names[how],
-                          which ? "first buckets" : "table", keel_status_name(st), keel_last_error());
+            ck_assert_msg(failed > 0, "%s: no request of %zu bytes (the index %s's first array) was made", names[how],
+                          FIRST_ARRAY, which_names[which]);
+            ck_assert_msg(st == KEEL_ERROR_OUT_OF_MEMORY, "%s with the index %s's first array failing -> %s (%s)",
+                          names[how], which_names[which], keel_status_name(st), keel_last_error());
             ck_assert_msg(strstr(keel_last_error(), "out of host memory") != NULL, "%s: detail \"%s\"", names[how],
                           keel_last_error());
             ck_assert_ptr_eq(p, KT_SENTINEL);
@@ -154,9 +164,9 @@ START_TEST(failed_table_allocation_is_out_of_memory)
 }
 END_TEST
 
-/* uthash doubles its buckets when one of them gets too many entries; with
- * that failing, the allocation whose entry needed it fails, the entries
- * made before stay valid, and the registry grows once it can. */
+/* An index doubles its array at half full; with that failing, the
+ * allocation whose entry needed it fails, the entries made before stay
+ * valid, and the registry grows once it can. */
 START_TEST(failed_table_growth_is_out_of_memory)
 {
     keel_device_t *dev = cpu();
@@ -172,8 +182,8 @@ START_TEST(failed_table_growth_is_out_of_memory)
         p = KT_SENTINEL;
     }
     unsigned long failed = disarm();
-    ck_assert_msg(failed > 0, "%d allocations and uthash never grew its table", n);
-    ck_assert_msg(st == KEEL_ERROR_OUT_OF_MEMORY, "allocation %d with uthash's growth failing -> %s (%s)", n,
+    ck_assert_msg(failed > 0, "%d allocations and the registry never grew an index", n);
+    ck_assert_msg(st == KEEL_ERROR_OUT_OF_MEMORY, "allocation %d with the indexes' growth failing -> %s (%s)", n,
                   keel_status_name(st), keel_last_error());
     ck_assert_ptr_eq(p, KT_SENTINEL);
     ck_assert_int_gt(n, 0);
