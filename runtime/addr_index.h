@@ -4,8 +4,8 @@
  *
  * Keys and values sit side by side in one array, probed linearly from a
  * Fibonacci hash of the key: a lookup reads one or two cache lines whatever
- * the number of entries, where a chained table (uthash) follows a pointer
- * into a separate element per step. A key may be entered several times,
+ * the number of entries, where a chained table follows a pointer into a
+ * separate element per step. A key may be entered several times,
  * with different values. The array doubles at half full; an insert that
  * cannot grow it fails and leaves the index as it was. Deletion shifts the
  * entries that follow back, so no tombstones accumulate; the last removal

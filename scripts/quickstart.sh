@@ -14,7 +14,7 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
 
 packages=(autoconf automake libtool pkg-config make gcc check libsubunit-dev
-          libopenblas-dev uthash-dev libdlpack-dev)
+          libopenblas-dev libdlpack-dev)
 
 step() { printf '\n==> %s\n' "$*"; }
 
