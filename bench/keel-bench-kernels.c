@@ -54,7 +54,7 @@
  *                      unless OMP_NUM_THREADS says otherwise
  * Exit status: 0 every row met its target; 1 a target was missed or a
  * result was wrong; 2 none missed but rows were skipped for the budget;
- * 77 no CPU or CUDA device. The last lines are one summary line per row:
+ * 3 an error stopped it; 77 no CPU or CUDA device. The last lines are one summary line per row:
  * name, measured, target, PASS / FAIL / WRONG / INFO (no target) / SKIP. */
 #include "config.h"
 #include <errno.h>
@@ -100,7 +100,7 @@ __attribute__((simd("notinbranch"))) float tanhf(float);
         if (s_ != KEEL_OK) {                                                                         \
             fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, keel_status_name(s_), \
                     keel_last_error());                                                              \
-            exit(1);                                                                                 \
+            exit(3);                                                                                 \
         }                                                                                            \
     } while (0)
 
@@ -468,7 +468,7 @@ static float *host_random(size_t n, float lo, float hi, unsigned long long s)
     float *h = malloc(n * sizeof *h);
     if (!h) {
         fprintf(stderr, "out of host memory (%zu floats)\n", n);
-        exit(1);
+        exit(3);
     }
     const size_t chunk = 1 << 16;
     long chunks = (long)((n + chunk - 1) / chunk);
@@ -487,7 +487,7 @@ static float *host_alloc(size_t n)
     float *h = malloc(n * sizeof *h);
     if (!h) {
         fprintf(stderr, "out of host memory (%zu floats)\n", n);
-        exit(1);
+        exit(3);
     }
     return h;
 }
@@ -655,7 +655,7 @@ static int check_vec(int op, vec_t *v, const char *name, const float *hx, const 
     double *ref = malloc(n * sizeof *ref), *tol = malloc(n * sizeof *tol);
     if (!ref || !tol) {
         fprintf(stderr, "out of host memory (2 x %zu doubles)\n", n);
-        exit(1);
+        exit(3);
     }
     float *got = host_alloc(n);
 #pragma omp parallel for schedule(static)
@@ -1130,7 +1130,7 @@ static keel_module_t *build_times(const char *what, build_fn build, const char *
     double first = now() - t0;
     if (st != KEEL_OK) {
         fprintf(stderr, "%s: building %s failed: %s\n%s\n", what, src_name, keel_status_name(st), keel_last_error());
-        exit(1);
+        exit(3);
     }
     enum { LOADS = 9 };
     double t[LOADS];
@@ -1162,7 +1162,7 @@ static int env_int(const char *name, int dflt)
     long x = strtol(v, &end, 0);
     if (*end || x <= 0 || x > 1 << 30) {
         fprintf(stderr, "%s=%s: a positive integer is expected\n", name, v);
-        exit(2);
+        exit(3);
     }
     return (int)x;
 }

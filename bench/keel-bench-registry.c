@@ -16,7 +16,7 @@
  *           the memory's latency; target at most 1.5 times the cost at
  *           N = 2^16 for every larger N (no growth with N past the caches).
  * Prints one row per N, pattern and pointer (measured, target, pass/fail)
- * and exits 1 on a miss.
+ * and exits 1 on a miss (3 on an error).
  *
  *   keel-bench-registry [--quick]      --quick: N up to 2^16, fewer rounds
  */
@@ -52,7 +52,7 @@ static uint64_t next_rand(void)
         keel_status_t st_ = (call);                                                         \
         if (st_ != KEEL_OK) {                                                               \
             fprintf(stderr, "keel-bench-registry: %s: %s\n", #call, keel_last_error());     \
-            exit(2);                                                                        \
+            exit(3);                                                                        \
         }                                                                                   \
     } while (0)
 

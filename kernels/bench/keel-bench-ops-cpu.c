@@ -15,7 +15,8 @@
  * plain loop (ratio >= 0.909); larger elementwise operations and reductions
  * >= 0.9x of the plain memory-bound loop; GEMM >= 0.98x of direct cblas for
  * n >= 512. Lines without a target print "-". The last line counts the
- * misses, and the exit status is 1 when there is one (0 when all are met).
+ * misses, and the exit status is 1 when there is one (0 when all are met; 3
+ * when an error stopped it).
  *
  * Usage: keel-bench-ops-cpu [--quick] [--rounds N] [SUBSTRING...]
  *   --quick      shorter timing, sizes up to 1M elements and n = 512
@@ -42,7 +43,7 @@
         keel_status_t s_ = (call);                                                                   \
         if (s_ != KEEL_OK) {                                                                         \
             fprintf(stderr, "%s failed: %s (%s)\n", #call, keel_status_name(s_), keel_last_error()); \
-            exit(1);                                                                                 \
+            exit(3);                                                                                 \
         }                                                                                            \
     } while (0)
 
@@ -334,7 +335,7 @@ int main(int argc, char **argv)
                 rounds = 1;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "usage: %s [--quick] [--rounds N] [SUBSTRING...]\n", argv[0]);
-            return 2;
+            return 3;
         } else {
             filters[nfilters++] = argv[i];
         }
