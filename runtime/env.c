@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The environment variables Keel reads: their table (for keel-info and
- * docs) and the strict number parser they share. */
+/* The environment variables Keel reads: the core's and the CPU backend's
+ * table (for keel-info and docs; the plugins declare their own, see
+ * runtime/env_decl.c) and the strict number parser they share. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -33,22 +34,34 @@ static const struct {
     {"KEEL_CUDA_LT_ALGO", "CUDA plugin: cuBLASLt algorithm, tune (default) times the candidates, 0..7 picks one"},
 };
 
+/* The core's variables first, then those of each plugin's table (the
+ * plugins that loaded: keel_init finds them). */
+#define CORE_COUNT (sizeof(env_vars) / sizeof(env_vars[0]))
+
 keel_status_t keel_env_var_count(int *count)
 {
     KEEL__CHECK_OUT(count, "keel_env_var_count", "count");
-    *count = (int)(sizeof(env_vars) / sizeof(env_vars[0]));
+    (void)keel_init();
+    *count = (int)CORE_COUNT + keel__plugin_env_count();
     return KEEL_OK;
 }
 
 keel_status_t keel_env_var_get(int index, const char **name, const char **description)
 {
-    if (index < 0 || (size_t)index >= sizeof(env_vars) / sizeof(env_vars[0]))
-        return keel__set_error(KEEL_ERROR_OUT_OF_RANGE, "keel_env_var_get: index %d is not in [0, %zu)", index,
-                               sizeof(env_vars) / sizeof(env_vars[0]));
+    const char *n = NULL, *d = NULL;
+    if (index >= 0 && (size_t)index < CORE_COUNT) {
+        n = env_vars[index].name;
+        d = env_vars[index].description;
+    } else {
+        (void)keel_init();
+        if (index < 0 || keel__plugin_env_get(index - (int)CORE_COUNT, &n, &d) != 0)
+            return keel__set_error(KEEL_ERROR_OUT_OF_RANGE, "keel_env_var_get: index %d is not in [0, %d)", index,
+                                   (int)CORE_COUNT + keel__plugin_env_count());
+    }
     if (name)
-        *name = env_vars[index].name;
+        *name = n;
     if (description)
-        *description = env_vars[index].description;
+        *description = d;
     return KEEL_OK;
 }
 

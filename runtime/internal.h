@@ -31,6 +31,9 @@ enum {
     KEEL__MAGIC_TENSOR = 0x6b746e73u
 };
 
+/* The most environment variables one plugin may declare. */
+#define KEEL__ENV_DECL_MAX 16
+
 struct keel_backend {
     uint32_t magic;
     char name[32];
@@ -47,6 +50,11 @@ struct keel_backend {
     int builtin;                  /* the CPU backend: no file, no dlopen */
     pthread_mutex_t lock;         /* guards the first load */
     atomic_int loaded;            /* load attempted (status/reason final) */
+    /* The plugin's environment table (runtime/env_decl.c), while it is
+     * loaded, and each variable's line for keel_env_var_get. */
+    const keel_env_decl_t *env;
+    int env_count;
+    char env_desc[KEEL__ENV_DECL_MAX][320];
 };
 
 struct keel_device {
@@ -459,6 +467,19 @@ KEEL_HIDDEN keel_status_t keel__loader_path_check(const char *path_env);
 /* backends/cpu/cpu_backend.c: the CPU backend's own variables (KEEL_CPU_*),
  * as its probe and its compiler read them; KEEL_ERROR_NOT_FOUND for others. */
 KEEL_HIDDEN keel_status_t keel__cpu_env_check(const char *name, const char *value);
+/* ---- a plugin's environment table (runtime/env_decl.c) ---- */
+/* Checks every variable of table (ended by a NULL name) as set now: an
+ * error naming the variable and the values it takes, or KEEL_OK. */
+KEEL_HIDDEN keel_status_t keel__env_decls_check(const keel_env_decl_t *table, const char *backend);
+/* The value of the table's variable name (its alias when name is unset), or NULL. */
+KEEL_HIDDEN const char *keel__env_decl_value(const keel_env_decl_t *table, const char *name);
+/* What the variable takes, in words ("kernel or function", "a whole number from 1 to 16"). */
+KEEL_HIDDEN void keel__env_decl_values(const keel_env_decl_t *d, char *buf, size_t cap);
+/* keel_env_var_get's line for a plugin's variable. */
+KEEL_HIDDEN void keel__env_decl_describe(const keel_env_decl_t *d, const char *backend, char *buf, size_t cap);
+/* The variables of the loaded plugins' tables, after the core's (runtime/loader.c). */
+KEEL_HIDDEN int keel__plugin_env_count(void);
+KEEL_HIDDEN int keel__plugin_env_get(int index, const char **name, const char **description);
 
 /* "device", "pinned host", "managed" or "host" (runtime/memory.c). */
 KEEL_HIDDEN const char *keel__memory_kind_name(keel_memory_kind_t k);

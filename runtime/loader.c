@@ -28,6 +28,8 @@ static atomic_int ndirs;
 static char search_path[8192]; /* dirs, colon-separated, for keel_backend_search_path */
 static int setup_done;
 
+static const char *plugin_env_value(const char *name);
+
 /* The plugin-facing services are the core's own functions. */
 const keel_host_api_t keel__host_api = {
     .abi_version = KEEL_BACKEND_ABI_VERSION,
@@ -41,6 +43,7 @@ const keel_host_api_t keel__host_api = {
     .cache_store = keel__cache_store,
     .fault_armed = &keel__fault_armed,
     .fault = keel__fault_hook,
+    .env_value = plugin_env_value,
 };
 
 static struct keel_backend *add_backend(const char *name, int builtin)
@@ -344,6 +347,8 @@ static void fail(struct keel_backend *b, keel_status_t status, const char *fmt, 
         b->dl = NULL;
     }
     b->plugin = NULL;
+    b->env = NULL;
+    b->env_count = 0;
 }
 
 static const keel_backend_plugin_t *open_plugin(struct keel_backend *b)
@@ -448,6 +453,23 @@ static void load_backend(struct keel_backend *b)
         fail(b, KEEL_ERROR_BACKEND_UNAVAILABLE, "%s calls itself \"%s\", not \"%s\"", b->plugin_path, p->name,
              b->name);
         return;
+    }
+    /* The plugin's variables are checked, and readable through env_value,
+     * before its probe runs. */
+    const keel_env_decl_t *env = p->struct_size >= offsetof(keel_backend_plugin_t, env) + sizeof(p->env) ? p->env
+                                                                                                          : NULL;
+    if (env) {
+        keel_clear_error();
+        keel_status_t est = keel__env_decls_check(env, b->name);
+        if (est != KEEL_OK) {
+            fail(b, est, "%s", keel_last_error());
+            return;
+        }
+        int n = 0;
+        for (; env[n].name; n++)
+            keel__env_decl_describe(&env[n], b->name, b->env_desc[n], sizeof b->env_desc[n]);
+        b->env = env;
+        b->env_count = n;
     }
     int count = 0;
     const char *desc = NULL;
@@ -609,4 +631,43 @@ void keel__loader_teardown(int (*keep)(const struct keel_backend *b))
     atomic_store(&ndirs, 0);
     search_path[0] = '\0';
     setup_done = 0;
+}
+
+/* ---- the plugins' environment tables ---- */
+
+static const char *plugin_env_value(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (int i = 0; i < nbackends; i++) {
+        const char *v;
+        if (backends[i].env && (v = keel__env_decl_value(backends[i].env, name)) != NULL)
+            return v;
+    }
+    return NULL;
+}
+
+int keel__plugin_env_count(void)
+{
+    int n = 0;
+    for (int i = 0; i < nbackends; i++)
+        if (keel__backend_loaded(&backends[i])->env)
+            n += backends[i].env_count;
+    return n;
+}
+
+int keel__plugin_env_get(int index, const char **name, const char **description)
+{
+    for (int i = 0; i < nbackends; i++) {
+        struct keel_backend *b = keel__backend_loaded(&backends[i]);
+        if (!b->env)
+            continue;
+        if (index < b->env_count) {
+            *name = b->env[index].name;
+            *description = b->env_desc[index];
+            return 0;
+        }
+        index -= b->env_count;
+    }
+    return -1;
 }

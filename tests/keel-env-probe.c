@@ -9,6 +9,9 @@
  *   backends                   "backend:<name> usable=<0|1> status=<STATUS> devices=<n> abi=<n>
  *                                path=<path|(null)> reason=<reason>" per backend, then "backends OK <n>"
  *   default                    "default <STATUS> <device name | detail>"
+ *   desc:<name>                "desc:<name> <STATUS> <the backend's description | detail>"
+ *   envvars                    "env:<name> <description>" per variable keel_env_var_get lists,
+ *                              then "envvars <STATUS> <n>"
  *   find:<name>                "find:<name> <STATUS> <detail>"
  *   get:<backend>:<i>          "get:<backend>:<i> <STATUS> <device name | detail>"
  *   alloc:<backend>:<i>:<n>    "alloc:... <STATUS> <detail>"  (the memory is kept until exit)
@@ -142,6 +145,26 @@ int main(int argc, char **argv)
                 printf("backend:%s usable=%d status=%s devices=%d abi=%d path=%s reason=%s\n", info.name,
                        info.usable, keel_status_name(info.status), info.device_count, info.abi_version,
                        info.plugin_path ? info.plugin_path : "(null)", info.reason ? info.reason : "(null)");
+            }
+            snprintf(buf, sizeof buf, "%d", n);
+            print_status(cmd, s, buf);
+        } else if (strncmp(cmd, "desc:", 5) == 0) {
+            keel_backend_t *be = NULL;
+            keel_backend_info_t info;
+            memset(&info, 0, sizeof info);
+            info.struct_size = sizeof info;
+            keel_status_t s = keel_backend_find(cmd + 5, &be);
+            if (s == KEEL_OK)
+                s = keel_backend_get_info(be, &info);
+            print_status(cmd, s, s == KEEL_OK && info.description ? info.description : keel_last_error());
+        } else if (strcmp(cmd, "envvars") == 0) {
+            int n = 0;
+            keel_status_t s = keel_env_var_count(&n);
+            for (int i = 0; s == KEEL_OK && i < n; i++) {
+                const char *name = NULL, *d = NULL;
+                s = keel_env_var_get(i, &name, &d);
+                if (s == KEEL_OK)
+                    printf("env:%s %s\n", name, d);
             }
             snprintf(buf, sizeof buf, "%d", n);
             print_status(cmd, s, buf);

@@ -423,6 +423,68 @@ START_TEST(memory_of_two_backends_does_not_mix)
 }
 END_TEST
 
+/* A probe with KEEL_BACKEND=fakeok2,cpu and up to two more variables. */
+static probe_t run_env(const char *var1, const char *var2, const char *const *cmds)
+{
+    probe_t p;
+    snprintf(p.what, sizeof p.what, "KEEL_BACKEND=fakeok2,cpu %s %s", var1 ? var1 : "", var2 ? var2 : "");
+    const char *env[] = {path_env, "KEEL_BACKEND=fakeok2,cpu", var1, var2, NULL};
+    if (!var1)
+        env[2] = var2, env[3] = NULL;
+    p.r = kt_run_probe(env, 0, cmds);
+    ck_assert_msg(p.r.status == 0, "[%s] probe exited %d; stderr: %s", p.what, p.r.status, p.r.err ? p.r.err : "");
+    return p;
+}
+
+/* A plugin's environment table: listed after the core's variables, its
+ * values (or an older name's) read by the plugin, and a value that does not
+ * parse makes the backend unusable with a reason that names the values. */
+START_TEST(plugin_environment_table_is_checked_read_and_listed)
+{
+    probe_t p = run_env(NULL, NULL, CMDS("init", "desc:fakeok2", "envvars"));
+    EXPECT_LINE_STARTS(p, "desc:fakeok2", "OK fake backend with mode=(unset) count=(unset)");
+    EXPECT_LINE_HAS(p, "env:KEEL_FAKE_MODE", "fakeok2 plugin: the fake backend's mode (a or b; default a; also read as KEEL_FAKE_OLD_MODE)");
+    EXPECT_LINE_HAS(p, "env:KEEL_FAKE_COUNT", "(auto or a whole number from 1 to 9; default auto)");
+    EXPECT_LINE_HAS(p, "env:KEEL_FAKE_TEXT", "any text");
+    EXPECT_LINE_HAS(p, "env:KEEL_BACKEND", "backends"); /* the core's come first, still there */
+    kt_child_free(&p.r);
+
+    p = run_env("KEEL_FAKE_MODE=B", "KEEL_FAKE_COUNT=7", CMDS("init", "desc:fakeok2", "default"));
+    EXPECT_LINE_STARTS(p, "desc:fakeok2", "OK fake backend with mode=B count=7");
+    EXPECT_LINE_STARTS(p, "default", "OK fakeok2:0");
+    kt_child_free(&p.r);
+
+    p = run_env("KEEL_FAKE_OLD_MODE=a", "KEEL_FAKE_COUNT=auto", CMDS("init", "desc:fakeok2"));
+    EXPECT_LINE_STARTS(p, "desc:fakeok2", "OK fake backend with mode=a count=auto");
+    kt_child_free(&p.r);
+    /* the name wins over the alias */
+    p = run_env("KEEL_FAKE_OLD_MODE=a", "KEEL_FAKE_MODE=b", CMDS("init", "desc:fakeok2"));
+    EXPECT_LINE_STARTS(p, "desc:fakeok2", "OK fake backend with mode=b");
+    kt_child_free(&p.r);
+
+    static const struct {
+        const char *set, *reason;
+    } bad[] = {
+        {"KEEL_FAKE_MODE=c", "KEEL_FAKE_MODE=\"c\": expected a or b"},
+        {"KEEL_FAKE_OLD_MODE=zz", "KEEL_FAKE_OLD_MODE=\"zz\" (read as KEEL_FAKE_MODE): expected a or b"},
+        {"KEEL_FAKE_COUNT=10", "KEEL_FAKE_COUNT=\"10\": expected auto or a whole number from 1 to 9"},
+        {"KEEL_FAKE_COUNT=0", "expected auto or a whole number from 1 to 9"},
+        {"KEEL_FAKE_COUNT=3x", "expected auto or a whole number from 1 to 9"},
+        {"KEEL_FAKE_COUNT=-1", "expected auto or a whole number from 1 to 9"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        p = run_env(bad[i].set, NULL, CMDS("init", "backends", "default"));
+        EXPECT_LINE_HAS(p, "backend:fakeok2", "usable=0");
+        EXPECT_LINE_HAS(p, "backend:fakeok2", "status=KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_LINE_HAS(p, "backend:fakeok2", bad[i].reason);
+        /* garbage in the environment is an error, not a quiet fall back to the next backend */
+        EXPECT_LINE_STARTS(p, "default", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_LINE_HAS(p, "default", bad[i].reason);
+        kt_child_free(&p.r);
+    }
+}
+END_TEST
+
 START_TEST(log_info_reports_each_plugin_failure)
 {
     char path[1100];
@@ -444,6 +506,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, working_plugin_loads_probes_and_runs);
+    tcase_add_test(tc, plugin_environment_table_is_checked_read_and_listed);
     tcase_add_test(tc, wrong_abi_is_refused_with_abi_mismatch);
     tcase_add_test(tc, missing_init_symbol_is_refused);
     tcase_add_test(tc, probe_without_devices_is_no_device);

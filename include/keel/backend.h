@@ -51,6 +51,31 @@ typedef enum keel_fault_site {
     KEEL_FAULT_SITE_COUNT = 7
 } keel_fault_site_t;
 
+/** @brief How the core checks a plugin's environment variable (keel_env_decl_t). */
+typedef enum keel_env_kind {
+    KEEL_ENV_TEXT = 0,   /**< any text (a path, compiler flags): not checked */
+    KEEL_ENV_CHOICE = 1, /**< one of the words of choices, '|'-separated; case does not matter */
+    KEEL_ENV_UINT = 2    /**< a whole number from min to max, or one of the words of choices (NULL: none) */
+} keel_env_kind_t;
+
+/**
+ * @brief One environment variable a plugin reads, in the table of
+ * keel_backend_plugin_t.env (ended by an entry whose name is NULL). The core
+ * checks every variable of the table before probe: a value that does not
+ * parse makes the backend unusable, with a reason that names the variable
+ * and the values it takes. keel_env_var_get() lists the table and keel-info
+ * prints it. The plugin reads a value through keel_host_api_t.env_value.
+ */
+typedef struct keel_env_decl {
+    const char *name;             /**< "KEEL_GPU_COPY_THREADS" */
+    const char *alias;            /**< an older name, read when name is unset; or NULL */
+    keel_env_kind_t kind;
+    const char *choices;          /**< the words accepted, '|'-separated ("kernel|function"), or NULL */
+    unsigned long long min, max;  /**< the range of KEEL_ENV_UINT */
+    const char *default_text;     /**< what unset means, in words ("4096", "half the cores, at most 8") */
+    const char *doc;              /**< one line: what it does */
+} keel_env_decl_t;
+
 /** @brief Services the core offers a plugin. */
 typedef struct keel_host_api {
     uint32_t abi_version;   /**< KEEL_BACKEND_ABI_VERSION of the core */
@@ -82,6 +107,11 @@ typedef struct keel_host_api {
      *  failure is logged; the caller fails as the real failure would, and its
      *  detail should say "injected" (see the CUDA plugin's KEEL_GPU_TRY). */
     int (*fault)(int site);
+    /* The plugin's environment variables; present when struct_size covers it. */
+    /** The value of a variable of the plugin's own env table, by its name (its
+     *  alias is read when the name is unset); NULL when unset or empty. The
+     *  value was checked before probe, so it parses as the table says. */
+    const char *(*env_value)(const char *name);
 } keel_host_api_t;
 
 typedef struct keel_device_vtable {
@@ -240,7 +270,8 @@ typedef struct keel_backend_plugin {
     const keel_kernel_vtable_t *kernel;
     const keel_graph_vtable_t *graph;   /**< optional */
     const void *ops;                    /**< optional: built-in operations table (keel/ops.h), NULL until defined */
-    const void *reserved[7];            /**< zero */
+    const keel_env_decl_t *env;         /**< optional: the plugin's environment variables, ended by a NULL name */
+    const void *reserved[6];            /**< zero */
 } keel_backend_plugin_t;
 
 /** @brief Type of the exported init function. */

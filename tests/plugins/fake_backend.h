@@ -11,6 +11,10 @@
  *                      struct_size too small for the fields it has (optional)
  *   FAKE_SHORT_TABLE   1 to give the device table a struct_size that stops
  *                      before its last entry of this ABI version (optional)
+ *   FAKE_ENV           1 to declare an environment table, fake_env, that the
+ *                      plugin defines before including this file; the probe
+ *                      then describes the backend with the values it reads
+ *                      of KEEL_FAKE_MODE and KEEL_FAKE_COUNT (optional)
  * It is check-only code: small, not fast. */
 #include <stddef.h>
 #include <stdlib.h>
@@ -21,6 +25,10 @@
 #ifndef FAKE_SHORT_TABLE
 #define FAKE_SHORT_TABLE 0
 #endif
+#ifndef FAKE_ENV
+#define FAKE_ENV 0
+#endif
+#include <stdio.h>
 
 static const keel_host_api_t *host;
 
@@ -36,6 +44,13 @@ static keel_status_t fake_probe(const keel_host_api_t *h, void **ctx, int *count
     *ctx = (void *)&host;
     *count = 1;
     *desc = "fake backend for Keel's loader tests";
+#if FAKE_ENV
+    static char described[128];
+    const char *mode = h->env_value("KEEL_FAKE_MODE"), *n = h->env_value("KEEL_FAKE_COUNT");
+    snprintf(described, sizeof described, "fake backend with mode=%s count=%s", mode ? mode : "(unset)",
+             n ? n : "(unset)");
+    *desc = described;
+#endif
     return KEEL_OK;
 #endif
 }
@@ -191,6 +206,9 @@ static const keel_backend_plugin_t fake_plugin = {
     .event = &fake_event,
     .kernel = &fake_kernel,
     .graph = NULL,
+#if FAKE_ENV
+    .env = fake_env,
+#endif
 };
 
 FAKE_EXPORT const keel_backend_plugin_t *FAKE_INIT_SYMBOL(const keel_host_api_t *h);
