@@ -13,23 +13,13 @@
 #include "backends/cpu/cpu_check.h"
 #include "runtime/internal.h"
 #include "keel/backend_ops.h"
+#include "kernels/dtype_size.h"
 
-/* The size of a dtype, 0 for a value that is none; inline on the checks'
- * path, where the exported keel_dtype_size would cost a PLT hop. */
-static inline __attribute__((always_inline)) size_t dsize(keel_dtype_t dtype)
-{
-    switch (dtype) {
-    case KEEL_F32: return 4;
-    case KEEL_F64: return 8;
-    case KEEL_F16:
-    case KEEL_BF16: return 2;
-    }
-    return 0;
-}
-
+/* The checks' path takes keel__dtype_size inline, where the exported
+ * keel_dtype_size would cost a PLT hop. */
 size_t keel_dtype_size(keel_dtype_t dtype)
 {
-    return dsize(dtype);
+    return keel__dtype_size(dtype);
 }
 
 const char *keel_dtype_name(keel_dtype_t dtype)
@@ -94,7 +84,7 @@ static COLD keel_status_t dtype_error(keel_dtype_t dt, const char *fn, const cha
 
 HOT_INLINE keel_status_t check_dtype(keel_dtype_t dt, const char *fn, const char *what)
 {
-    if (KEEL__UNLIKELY(dsize(dt) == 0))
+    if (KEEL__UNLIKELY(keel__dtype_size(dt) == 0))
         return dtype_error(dt, fn, what);
     return KEEL_OK;
 }
@@ -251,7 +241,7 @@ keel_status_t keel_fill(keel_stream_t *stream, keel_dtype_t dtype, void *ptr, si
     const keel_ops_vtable_t *ops;
     TRY(get_ops(stream, fn, &ops));
     TRY(check_dtype(dtype, fn, "dtype"));
-    TRY(check_ptr(stream, fn, "ptr", ptr, n, dsize(dtype)));
+    TRY(check_ptr(stream, fn, "ptr", ptr, n, keel__dtype_size(dtype)));
     if (n == 0)
         return KEEL_OK;
     if (!OPS_ENTRY(ops, fill))
@@ -268,7 +258,7 @@ keel_status_t keel_cast(keel_stream_t *stream, keel_dtype_t src_dtype, const voi
     TRY(get_ops(stream, fn, &ops));
     TRY(check_dtype(src_dtype, fn, "src_dtype"));
     TRY(check_dtype(dst_dtype, fn, "dst_dtype"));
-    size_t ss = dsize(src_dtype), ds = dsize(dst_dtype);
+    size_t ss = keel__dtype_size(src_dtype), ds = keel__dtype_size(dst_dtype);
     TRY(check_ptr(stream, fn, "src", src, n, ss));
     TRY(check_ptr(stream, fn, "dst", dst, n, ds));
     if (n == 0)
@@ -290,7 +280,7 @@ static keel_status_t copy2d_common(keel_stream_t *stream, const char *fn, int tr
     const keel_ops_vtable_t *ops;
     TRY(get_ops(stream, fn, &ops));
     TRY(check_dtype(dtype, fn, "dtype"));
-    size_t es = dsize(dtype);
+    size_t es = keel__dtype_size(dtype);
     TRY(check_matrix(stream, fn, "src", src, rows, cols, src_ld, es));
     if (transpose)
         TRY(check_matrix(stream, fn, "dst", dst, cols, rows, dst_ld, es));
@@ -342,7 +332,7 @@ keel_status_t keel_unary(keel_stream_t *stream, keel_unary_op_t op, keel_dtype_t
     if (KEEL__UNLIKELY(op < KEEL_UNARY_NEG || op > KEEL_UNARY_TANH))
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: op %d is not a keel_unary_op_t", fn, (int)op);
     TRY(check_dtype(dtype, fn, "dtype"));
-    size_t es = dsize(dtype);
+    size_t es = keel__dtype_size(dtype);
     TRY(check_ptr(stream, fn, "x", x, n, es));
     TRY(check_ptr(stream, fn, "y", y, n, es));
     if (n == 0)
@@ -370,7 +360,7 @@ static keel_status_t binary_op(const char *fn, keel_stream_t *stream, keel_binar
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: broadcast %d is not a keel_broadcast_t", fn,
                                (int)broadcast);
     TRY(check_dtype(dtype, fn, "dtype"));
-    size_t es = dsize(dtype);
+    size_t es = keel__dtype_size(dtype);
     TRY(check_matrix(stream, fn, "a", a, rows, cols, lda, es));
     if (broadcast == KEEL_BROADCAST_NONE)
         TRY(check_matrix(stream, fn, "b", b, rows, cols, ldb, es));
@@ -426,7 +416,7 @@ keel_status_t keel_reduce(keel_stream_t *stream, keel_reduce_op_t op, keel_dtype
     if (KEEL__UNLIKELY(axis != KEEL_AXIS_ALL && axis != KEEL_AXIS_ROWS && axis != KEEL_AXIS_COLS))
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: axis %d is not a keel_reduce_axis_t", fn, (int)axis);
     TRY(check_dtype(dtype, fn, "dtype"));
-    size_t es = dsize(dtype);
+    size_t es = keel__dtype_size(dtype);
     TRY(check_matrix(stream, fn, "x", x, rows, cols, ld, es));
     size_t nout = axis == KEEL_AXIS_ALL ? 1 : axis == KEEL_AXIS_ROWS ? rows : cols;
     size_t per = axis == KEEL_AXIS_ALL ? 0 : axis == KEEL_AXIS_ROWS ? cols : rows;
@@ -460,7 +450,7 @@ keel_status_t keel_argmax_rows(keel_stream_t *stream, keel_dtype_t dtype, size_t
     TRY(check_dtype(dtype, fn, "dtype"));
     if (KEEL__UNLIKELY(cols == 0 && rows > 0))
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: argmax of an empty row is not defined", fn);
-    TRY(check_matrix(stream, fn, "x", x, rows, cols, ld, dsize(dtype)));
+    TRY(check_matrix(stream, fn, "x", x, rows, cols, ld, keel__dtype_size(dtype)));
     TRY(check_ptr(stream, fn, "out", out, rows, sizeof(int64_t)));
     if (rows == 0)
         return KEEL_OK;
@@ -485,7 +475,7 @@ keel_status_t keel_softmax_rows(keel_stream_t *stream, keel_dtype_t dtype, size_
     const keel_ops_vtable_t *ops;
     TRY(get_ops(stream, fn, &ops));
     TRY(check_dtype(dtype, fn, "dtype"));
-    size_t es = dsize(dtype);
+    size_t es = keel__dtype_size(dtype);
     TRY(check_matrix(stream, fn, "x", x, rows, cols, ldx, es));
     TRY(check_matrix(stream, fn, "y", y, rows, cols, ldy, es));
     TRY(check_inplace_rows(fn, x, ldx, y, ldy, rows));
@@ -511,7 +501,7 @@ keel_status_t keel_layernorm_rows(keel_stream_t *stream, keel_dtype_t dtype, siz
     TRY(check_dtype(dtype, fn, "dtype"));
     if (KEEL__UNLIKELY(!(eps >= 0.0) || isinf(eps)))
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: eps %g is not a finite value >= 0", fn, eps);
-    size_t es = dsize(dtype);
+    size_t es = keel__dtype_size(dtype);
     TRY(check_matrix(stream, fn, "x", x, rows, cols, ldx, es));
     TRY(check_matrix(stream, fn, "y", y, rows, cols, ldy, es));
     TRY(check_inplace_rows(fn, x, ldx, y, ldy, rows));
@@ -645,14 +635,14 @@ keel_status_t keel_gemm(keel_stream_t *stream, const keel_gemm_params_t *params)
         return overflow(fn, "B");
     if (batch_span(p.batch_count, p.stride_c, ec, &tc))
         return overflow(fn, "C");
-    TRY(check_ptr(stream, fn, "A", p.a, ta, dsize(p.a_type)));
-    TRY(check_ptr(stream, fn, "B", p.b, tb, dsize(p.b_type)));
-    TRY(check_ptr(stream, fn, "C", p.c, tc, dsize(p.c_type)));
+    TRY(check_ptr(stream, fn, "A", p.a, ta, keel__dtype_size(p.a_type)));
+    TRY(check_ptr(stream, fn, "B", p.b, tb, keel__dtype_size(p.b_type)));
+    TRY(check_ptr(stream, fn, "C", p.c, tc, keel__dtype_size(p.c_type)));
     if (p.m == 0 || p.n == 0)
         return KEEL_OK;
     /* in bytes: A and C may differ in dtype (check_ptr proved the products fit) */
-    TRY(check_overlap(fn, "C", p.c, tc * dsize(p.c_type), "A", p.a, ta * dsize(p.a_type), 1, 0));
-    TRY(check_overlap(fn, "C", p.c, tc * dsize(p.c_type), "B", p.b, tb * dsize(p.b_type), 1, 0));
+    TRY(check_overlap(fn, "C", p.c, tc * keel__dtype_size(p.c_type), "A", p.a, ta * keel__dtype_size(p.a_type), 1, 0));
+    TRY(check_overlap(fn, "C", p.c, tc * keel__dtype_size(p.c_type), "B", p.b, tb * keel__dtype_size(p.b_type), 1, 0));
     if (!OPS_ENTRY(ops, gemm))
         return missing(stream, fn);
     if (p.layout == KEEL_ROW_MAJOR) {
@@ -692,7 +682,7 @@ keel_status_t keel_gemv(keel_stream_t *stream, keel_dtype_t dtype, keel_layout_t
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: incx %zu and incy %zu must be >= 1", fn, incx, incy);
     if (KEEL__UNLIKELY(!isfinite(alpha) || !isfinite(beta)))
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: alpha %g and beta %g must be finite", fn, alpha, beta);
-    size_t es = dsize(dtype), ea, ex, ey;
+    size_t es = keel__dtype_size(dtype), ea, ex, ey;
     size_t xlen = trans ? m : n, ylen = trans ? n : m;
     TRY(check_stored(stream, fn, "A", layout, m, n, lda, &ea));
     if (span(xlen, 1, incx, &ex))
@@ -741,7 +731,7 @@ keel_status_t keel_dense(keel_stream_t *stream, const keel_dense_params_t *param
     TRY(check_compute(fn, p.compute, p.dtype));
     if (KEEL__UNLIKELY(p.act < KEEL_ACT_NONE || p.act > KEEL_ACT_GELU_ERF))
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: act %d is not a keel_activation_t", fn, (int)p.act);
-    size_t es = dsize(p.dtype), ew, ex, ey;
+    size_t es = keel__dtype_size(p.dtype), ew, ex, ey;
     size_t wr = p.transw ? p.k : p.m, wc = p.transw ? p.m : p.k;
     int used = p.m && p.n && p.k;
     TRY(check_stored(stream, fn, "W", p.layout, wr, wc, p.ldw, &ew));

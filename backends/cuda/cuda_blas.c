@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* cuBLAS and cuBLASLt state for the built-in operations (cuda_shared.h).
+/* cuBLAS and cuBLASLt state for the built-in operations (cuda_internal.h).
  *
  * A cublasHandle_t carries its stream and workspace and is not safe to use
  * from two streams at once, so each Keel stream gets its own, made on first
@@ -9,11 +9,10 @@
  * serves its cuBLAS handle as well: work on one stream runs in order). */
 #include <stdlib.h>
 #include "cuda_internal.h"
-#include "cuda_shared.h"
 
 enum { BLAS_WORKSPACE_BYTES = 32 << 20 };
 
-struct keel__cuda_blas_ctx {
+struct keel__gpu_blas_ctx {
     void *workspace;
     size_t workspace_bytes;
     _Atomic(cublasHandle_t) handle;
@@ -26,13 +25,13 @@ static keel_status_t blas_error(cublasStatus_t st, const char *what)
                        : st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_ARCH_MISMATCH
                            ? KEEL_ERROR_NOT_SUPPORTED
                            : KEEL_ERROR_BACKEND;
-    return keel__cuda_host->set_error(ks, "%s: %s: %s", what, cublasGetStatusName(st), cublasGetStatusString(st));
+    return keel__gpu_host->set_error(ks, "%s: %s: %s", what, cublasGetStatusName(st), cublasGetStatusString(st));
 }
 
 /* The stream's BLAS context with its workspace; made once, under the stream's lock. */
-static keel_status_t blas_ctx(keel__cuda_stream_t *s, keel__cuda_blas_ctx_t **out)
+static keel_status_t blas_ctx(keel__gpu_stream_t *s, keel__gpu_blas_ctx_t **out)
 {
-    keel__cuda_blas_ctx_t *b = atomic_load_explicit(&s->blas, memory_order_acquire);
+    keel__gpu_blas_ctx_t *b = atomic_load_explicit(&s->blas, memory_order_acquire);
     if (b != NULL) {
         *out = b;
         return KEEL_OK;
@@ -43,15 +42,15 @@ static keel_status_t blas_ctx(keel__cuda_stream_t *s, keel__cuda_blas_ctx_t **ou
     if (b == NULL) {
         b = calloc(1, sizeof *b);
         if (b == NULL) {
-            st = keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "cuBLAS setup: no host memory");
+            st = keel__gpu_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "cuBLAS setup: no host memory");
         } else {
-            gpuError_t err = keel__cuda_use_device(s->dev);
+            gpuError_t err = keel__gpu_use_device(s->dev);
             if (err == gpuSuccess)
                 err = gpuMalloc(&b->workspace, BLAS_WORKSPACE_BYTES);
             if (err != gpuSuccess) {
                 free(b);
                 b = NULL;
-                st = keel__cuda_error(err, "cuBLAS setup", "allocating the BLAS workspace");
+                st = keel__gpu_error(err, "cuBLAS setup", "allocating the BLAS workspace");
             } else {
                 b->workspace_bytes = BLAS_WORKSPACE_BYTES;
                 atomic_store_explicit(&s->blas, b, memory_order_release);
@@ -66,9 +65,9 @@ static keel_status_t blas_ctx(keel__cuda_stream_t *s, keel__cuda_blas_ctx_t **ou
 
 keel_status_t keel__cuda_cublas(void *stream_ctx, cublasHandle_t *handle)
 {
-    keel__cuda_stream_t *s = stream_ctx;
-    keel__cuda_stream_touch(s); /* the caller enqueues through the handle */
-    keel__cuda_blas_ctx_t *b;
+    keel__gpu_stream_t *s = stream_ctx;
+    keel__gpu_stream_touch(s); /* the caller enqueues through the handle */
+    keel__gpu_blas_ctx_t *b;
     keel_status_t st = blas_ctx(s, &b);
     if (st != KEEL_OK)
         return st;
@@ -81,9 +80,9 @@ keel_status_t keel__cuda_cublas(void *stream_ctx, cublasHandle_t *handle)
     h = atomic_load_explicit(&b->handle, memory_order_relaxed);
     if (h == NULL) {
         cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
-        gpuError_t err = keel__cuda_use_device(s->dev);
+        gpuError_t err = keel__gpu_use_device(s->dev);
         if (err != gpuSuccess) {
-            st = keel__cuda_error(err, "cublasCreate", NULL);
+            st = keel__gpu_error(err, "cublasCreate", NULL);
         } else if ((cs = cublasCreate(&h)) != CUBLAS_STATUS_SUCCESS ||
                    (cs = cublasSetStream(h, s->stream)) != CUBLAS_STATUS_SUCCESS ||
                    /* f16 and bf16 results accumulate in f32, split-K partial sums too */
@@ -107,10 +106,10 @@ keel_status_t keel__cuda_cublas(void *stream_ctx, cublasHandle_t *handle)
 keel_status_t keel__cuda_cublaslt(void *stream_ctx, cublasLtHandle_t *handle, void **workspace,
                                   size_t *workspace_bytes)
 {
-    keel__cuda_stream_t *s = stream_ctx;
-    keel__cuda_device_t *dev = s->dev;
-    keel__cuda_stream_touch(s); /* the caller enqueues with the handle */
-    keel__cuda_blas_ctx_t *b;
+    keel__gpu_stream_t *s = stream_ctx;
+    keel__gpu_device_t *dev = s->dev;
+    keel__gpu_stream_touch(s); /* the caller enqueues with the handle */
+    keel__gpu_blas_ctx_t *b;
     keel_status_t st = blas_ctx(s, &b);
     if (st != KEEL_OK)
         return st;
@@ -120,10 +119,10 @@ keel_status_t keel__cuda_cublaslt(void *stream_ctx, cublasLtHandle_t *handle, vo
         lt = atomic_load_explicit(&dev->blaslt, memory_order_relaxed);
         if (lt == NULL) {
             cublasLtHandle_t h = NULL;
-            gpuError_t err = keel__cuda_use_device(dev);
+            gpuError_t err = keel__gpu_use_device(dev);
             cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
             if (err != gpuSuccess)
-                st = keel__cuda_error(err, "cublasLtCreate", NULL);
+                st = keel__gpu_error(err, "cublasLtCreate", NULL);
             else if ((cs = cublasLtCreate(&h)) != CUBLAS_STATUS_SUCCESS)
                 st = blas_error(cs, "cuBLASLt setup");
             else
@@ -142,21 +141,21 @@ keel_status_t keel__cuda_cublaslt(void *stream_ctx, cublasLtHandle_t *handle, vo
     return KEEL_OK;
 }
 
-void keel__cuda_blas_stream_release(keel__cuda_stream_t *s)
+void keel__gpu_blas_stream_release(keel__gpu_stream_t *s)
 {
-    keel__cuda_blas_ctx_t *b = atomic_exchange(&s->blas, NULL);
+    keel__gpu_blas_ctx_t *b = atomic_exchange(&s->blas, NULL);
     if (b == NULL)
         return;
     cublasHandle_t h = atomic_load(&b->handle);
     if (h != NULL)
         (void)cublasDestroy(h);
-    (void)keel__cuda_use_device(s->dev);
+    (void)keel__gpu_use_device(s->dev);
     (void)gpuFree(b->workspace);
     (void)gpuGetLastError();
     free(b);
 }
 
-void keel__cuda_blas_device_release(keel__cuda_device_t *dev)
+void keel__gpu_blas_device_release(keel__gpu_device_t *dev)
 {
     void *lt = atomic_exchange(&dev->blaslt, NULL);
     if (lt != NULL)

@@ -7,9 +7,8 @@
 #include <string.h>
 #include <strings.h>
 #include "cuda_internal.h"
-#include "cuda_shared.h"
 
-int keel__cuda_push_primary(const keel__cuda_device_t *dev)
+int keel__cuda_push_primary(const keel__gpu_device_t *dev)
 {
     CUcontext cur = NULL;
     if (keel__cu.CtxGetCurrent(&cur) == CUDA_SUCCESS && cur == dev->primary)
@@ -30,18 +29,18 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
     (void)backend_ctx;
     /* The core prefixes errors here with the call and the device. */
     const char *fn = NULL;
-    keel__cuda_device_t *dev = calloc(1, sizeof *dev);
+    keel__gpu_device_t *dev = calloc(1, sizeof *dev);
     if (dev == NULL)
-        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "no host memory");
+        return keel__gpu_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "no host memory");
     dev->ordinal = index;
     pthread_mutex_init(&dev->lock, NULL);
-    CUresult res = keel__cu.DeviceGet(&dev->cudev, index);
+    CUresult res = keel__cu.DeviceGet(&dev->gpudev, index);
     if (res == CUDA_SUCCESS)
-        res = keel__cu.DevicePrimaryCtxRetain(&dev->primary, dev->cudev);
+        res = keel__cu.DevicePrimaryCtxRetain(&dev->primary, dev->gpudev);
     if (res != CUDA_SUCCESS) {
         pthread_mutex_destroy(&dev->lock);
         free(dev);
-        return keel__cu_error(res, fn, "cuDevicePrimaryCtxRetain");
+        return keel__gpu_drv_error(res, fn, "cuDevicePrimaryCtxRetain");
     }
     cudaError_t err = gpuSuccess;
     int v = 0;
@@ -57,8 +56,8 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
     /* KEEL_CUDA_HOST_FUNCS=cuda: run host functions on CUDA's one thread. */
     const char *hf = getenv("KEEL_CUDA_HOST_FUNCS");
     atomic_init(&dev->stream_wait_value, keel__cu.StreamWaitValue32 != NULL && !(hf != NULL && strcasecmp(hf, "cuda") == 0));
-    if (keel__cu.StreamWaitValue32 == NULL && keel__cuda_host->log_enabled(KEEL_LOG_WARN))
-        keel__cuda_host->log(KEEL_LOG_WARN, "cuda:%d: the driver has no cuStreamWaitValue32: host functions run on "
+    if (keel__cu.StreamWaitValue32 == NULL && keel__gpu_host->log_enabled(KEEL_LOG_WARN))
+        keel__gpu_host->log(KEEL_LOG_WARN, "cuda:%d: the driver has no cuStreamWaitValue32: host functions run on "
                                             "CUDA's own thread", index);
     snprintf(dev->arch, sizeof dev->arch, KEEL_GPU_ARCH_PREFIX "%d%d", dev->cc_major, dev->cc_minor);
     if (err == gpuSuccess && dev->pools_supported) {
@@ -70,10 +69,10 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
             err = gpuMemPoolSetAttribute(dev->pool, gpuMemPoolAttrReleaseThreshold, &threshold);
     }
     if (err != gpuSuccess) {
-        (void)keel__cu.DevicePrimaryCtxRelease(dev->cudev);
+        (void)keel__cu.DevicePrimaryCtxRelease(dev->gpudev);
         pthread_mutex_destroy(&dev->lock);
         free(dev);
-        return keel__cuda_error(err, fn, "reading device attributes");
+        return keel__gpu_error(err, fn, "reading device attributes");
     }
     *device_ctx = dev;
     return KEEL_OK;
@@ -81,12 +80,12 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
 
 static void dev_close(void *device_ctx)
 {
-    keel__cuda_device_t *dev = device_ctx;
+    keel__gpu_device_t *dev = device_ctx;
     if (dev == NULL)
         return;
-    keel__cuda_staging_destroy(dev);
-    keel__cuda_blas_device_release(dev);
-    (void)keel__cu.DevicePrimaryCtxRelease(dev->cudev);
+    keel__gpu_staging_destroy(dev);
+    keel__gpu_blas_device_release(dev);
+    (void)keel__cu.DevicePrimaryCtxRelease(dev->gpudev);
     pthread_mutex_destroy(&dev->lock);
     free(dev);
 }
@@ -94,15 +93,15 @@ static void dev_close(void *device_ctx)
 static keel_status_t dev_get_properties(void *device_ctx, keel_device_properties_t *p)
 {
     const char *fn = "keel_device_get_properties";
-    keel__cuda_device_t *dev = device_ctx;
+    keel__gpu_device_t *dev = device_ctx;
     int o = dev->ordinal;
-    CUresult res = keel__cu.DeviceGetName(p->name, (int)sizeof p->name, dev->cudev);
+    CUresult res = keel__cu.DeviceGetName(p->name, (int)sizeof p->name, dev->gpudev);
     if (res != CUDA_SUCCESS)
-        return keel__cu_error(res, fn, "cuDeviceGetName");
+        return keel__gpu_drv_error(res, fn, "cuDeviceGetName");
     size_t total = 0;
-    res = keel__cu.DeviceTotalMem(&total, dev->cudev);
+    res = keel__cu.DeviceTotalMem(&total, dev->gpudev);
     if (res != CUDA_SUCCESS)
-        return keel__cu_error(res, fn, "cuDeviceTotalMem");
+        return keel__gpu_drv_error(res, fn, "cuDeviceTotalMem");
     snprintf(p->vendor, sizeof p->vendor, "%s", KEEL_GPU_VENDOR);
     snprintf(p->architecture, sizeof p->architecture, "%s", dev->arch);
     snprintf(p->backend, sizeof p->backend, "%s", KEEL_GPU_BACKEND_NAME);
@@ -139,7 +138,7 @@ static keel_status_t dev_get_properties(void *device_ctx, keel_device_properties
         int v = 0;
         cudaError_t err = gpuDeviceGetAttribute(&v, ints[i].attr, o);
         if (err != gpuSuccess)
-            return keel__cuda_error(err, fn, "cudaDeviceGetAttribute");
+            return keel__gpu_error(err, fn, "cudaDeviceGetAttribute");
         *(int *)((char *)p + ints[i].offset) = v;
     }
     /* What a block may use once keel_kernel_set_max_dynamic_shared raised
@@ -147,48 +146,48 @@ static keel_status_t dev_get_properties(void *device_ctx, keel_device_properties
     int shared = 0;
     cudaError_t err = gpuDeviceGetAttribute(&shared, gpuAttrSharedPerBlockOptin, o);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, fn, "cudaDeviceGetAttribute");
+        return keel__gpu_error(err, fn, "cudaDeviceGetAttribute");
     p->shared_memory_per_block = (size_t)shared;
     int least = 0, greatest = 0;
     err = gpuDeviceGetStreamPriorityRange(&least, &greatest);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, fn, "cudaDeviceGetStreamPriorityRange");
+        return keel__gpu_error(err, fn, "cudaDeviceGetStreamPriorityRange");
     p->stream_priorities = least != greatest;
     size_t free_b = 0, total_b = 0;
-    err = keel__cuda_use_device(dev);
+    err = keel__gpu_use_device(dev);
     if (err == gpuSuccess)
         err = gpuMemGetInfo(&free_b, &total_b);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, fn, "cudaMemGetInfo");
+        return keel__gpu_error(err, fn, "cudaMemGetInfo");
     p->free_memory = free_b;
     return KEEL_OK;
 }
 
 static keel_status_t dev_memory_info(void *device_ctx, size_t *free_bytes, size_t *total_bytes)
 {
-    keel__cuda_device_t *dev = device_ctx;
-    cudaError_t err = keel__cuda_use_device(dev);
+    keel__gpu_device_t *dev = device_ctx;
+    cudaError_t err = keel__gpu_use_device(dev);
     if (err == gpuSuccess)
         err = gpuMemGetInfo(free_bytes, total_bytes);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, "keel_device_memory_info", "cudaMemGetInfo");
+        return keel__gpu_error(err, "keel_device_memory_info", "cudaMemGetInfo");
     return KEEL_OK;
 }
 
 static keel_status_t dev_synchronize(void *device_ctx)
 {
-    keel__cuda_device_t *dev = device_ctx;
-    cudaError_t err = keel__cuda_use_device(dev);
+    keel__gpu_device_t *dev = device_ctx;
+    cudaError_t err = keel__gpu_use_device(dev);
     if (err == gpuSuccess)
         err = gpuDeviceSynchronize();
     if (err != gpuSuccess)
-        return keel__cuda_error(err, "keel_device_synchronize", NULL);
+        return keel__gpu_error(err, "keel_device_synchronize", NULL);
     return KEEL_OK;
 }
 
 static keel_status_t dev_can_access_peer(void *device_ctx, void *peer_device_ctx, int *can_access)
 {
-    keel__cuda_device_t *dev = device_ctx, *peer = peer_device_ctx;
+    keel__gpu_device_t *dev = device_ctx, *peer = peer_device_ctx;
     if (dev->ordinal == peer->ordinal) {
         *can_access = 1;
         return KEEL_OK;
@@ -196,11 +195,11 @@ static keel_status_t dev_can_access_peer(void *device_ctx, void *peer_device_ctx
     int v = 0;
     cudaError_t err = gpuDeviceCanAccessPeer(&v, dev->ordinal, peer->ordinal);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, "keel_device_can_access_peer", NULL);
+        return keel__gpu_error(err, "keel_device_can_access_peer", NULL);
     if (v) {
         /* "Can access" should mean a kernel on dev may touch peer memory now,
          * so access is enabled here, once (enabling twice is harmless). */
-        err = keel__cuda_use_device(dev);
+        err = keel__gpu_use_device(dev);
         if (err == gpuSuccess)
             err = cudaDeviceEnablePeerAccess(peer->ordinal, 0);
         if (err == cudaErrorPeerAccessAlreadyEnabled)
@@ -215,16 +214,16 @@ static keel_status_t dev_can_access_peer(void *device_ctx, void *peer_device_ctx
 
 static keel_status_t dev_stream_priority_range(void *device_ctx, int *least, int *greatest)
 {
-    keel__cuda_device_t *dev = device_ctx;
-    cudaError_t err = keel__cuda_use_device(dev);
+    keel__gpu_device_t *dev = device_ctx;
+    cudaError_t err = keel__gpu_use_device(dev);
     if (err == gpuSuccess)
         err = gpuDeviceGetStreamPriorityRange(least, greatest);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, "keel_device_stream_priority_range", NULL);
+        return keel__gpu_error(err, "keel_device_stream_priority_range", NULL);
     return KEEL_OK;
 }
 
-const keel_device_vtable_t keel__cuda_device_vtable = {
+const keel_device_vtable_t keel__gpu_device_vtable = {
     .struct_size = sizeof(keel_device_vtable_t),
     .open = dev_open,
     .close = dev_close,

@@ -24,12 +24,12 @@ static keel_status_t resolve(const char *name, void **slot, int optional)
     if (optional)
         return KEEL_OK;
     (void)cudaGetLastError();
-    return keel__cuda_host->set_error(KEEL_ERROR_BACKEND_UNAVAILABLE,
-                                      "the NVIDIA driver has no usable %s (%s; CUDA %d.%d ABI asked): update the driver",
-                                      name, err != cudaSuccess ? cudaGetErrorName(err)
-                                            : q == cudaDriverEntryPointVersionNotSufficent ? "version not sufficient"
-                                                                                             : "symbol not found",
-                                      KEEL_CUDA_DRIVER_ABI / 1000, KEEL_CUDA_DRIVER_ABI % 1000 / 10);
+    return keel__gpu_host->set_error(KEEL_ERROR_BACKEND_UNAVAILABLE,
+                                     "the NVIDIA driver has no usable %s (%s; CUDA %d.%d ABI asked): update the driver",
+                                     name, err != cudaSuccess ? cudaGetErrorName(err)
+                                           : q == cudaDriverEntryPointVersionNotSufficent ? "version not sufficient"
+                                                                                            : "symbol not found",
+                                     KEEL_CUDA_DRIVER_ABI / 1000, KEEL_CUDA_DRIVER_ABI % 1000 / 10);
 }
 
 keel_status_t keel__cuda_driver_load(void)

@@ -3,9 +3,8 @@
  * CUresult share their numeric values for every code mapped here, so one
  * table serves both. */
 #include "cuda_internal.h"
-#include "cuda_shared.h"
 
-keel_status_t keel__cuda_status_of(int err)
+keel_status_t keel__gpu_status_of(int err)
 {
     switch (err) {
     case cudaSuccess:
@@ -97,29 +96,29 @@ static keel_status_t report(keel_status_t st, const char *keel_fn, const char *n
                             const char *what)
 {
     int has_what = what != NULL && what[0] != '\0';
-    return keel__cuda_host->set_error(st, "%s%s%s: %s%s%s%s", keel_fn ? keel_fn : "", keel_fn ? ": " : "", name, msg,
-                                      has_what ? " (" : "", has_what ? what : "", has_what ? ")" : "");
+    return keel__gpu_host->set_error(st, "%s%s%s: %s%s%s%s", keel_fn ? keel_fn : "", keel_fn ? ": " : "", name, msg,
+                                     has_what ? " (" : "", has_what ? what : "", has_what ? ")" : "");
 }
 
-keel_status_t keel__cuda_error(cudaError_t err, const char *keel_fn, const char *what)
+keel_status_t keel__gpu_error(cudaError_t err, const char *keel_fn, const char *what)
 {
-    if (KEEL_CUDA_UNLIKELY(keel__gpu_fault_pending) && err == KEEL_GPU_FAULT_ERROR)
+    if (KEEL_GPU_UNLIKELY(keel__gpu_fault_pending) && err == KEEL_GPU_FAULT_ERROR)
         return keel__gpu_fault_report(keel_fn, what);
-    keel_status_t st = keel__cuda_status_of(err);
+    keel_status_t st = keel__gpu_status_of(err);
     /* Clears the runtime's record of a non-sticky error so the next call
      * (e.g. an allocation that fits after an out-of-memory) is not failed by it. */
     (void)cudaGetLastError();
     return report(st, keel_fn, cudaGetErrorName(err), cudaGetErrorString(err), what);
 }
 
-keel_status_t keel__cu_error(CUresult res, const char *keel_fn, const char *what)
+keel_status_t keel__gpu_drv_error(CUresult res, const char *keel_fn, const char *what)
 {
-    return keel__cu_error_as(res, keel__cuda_status_of((int)res), keel_fn, what);
+    return keel__gpu_drv_error_as(res, keel__gpu_status_of((int)res), keel_fn, what);
 }
 
-keel_status_t keel__cu_error_as(CUresult res, keel_status_t st, const char *keel_fn, const char *what)
+keel_status_t keel__gpu_drv_error_as(CUresult res, keel_status_t st, const char *keel_fn, const char *what)
 {
-    if (KEEL_CUDA_UNLIKELY(keel__gpu_fault_pending) && res == gpuDrvErrorInvalidValue)
+    if (KEEL_GPU_UNLIKELY(keel__gpu_fault_pending) && res == gpuDrvErrorInvalidValue)
         return keel__gpu_fault_report(keel_fn, what);
     const char *name = NULL, *msg = NULL;
     if (keel__cu.GetErrorName == NULL || keel__cu.GetErrorName(res, &name) != CUDA_SUCCESS || name == NULL)

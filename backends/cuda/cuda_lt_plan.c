@@ -311,7 +311,7 @@ static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const 
     cudaStream_t st = t->st;
     size_t extent = (p->batch_count - 1) * p->stride_c + (p->n - 1) * p->ldc + p->m;
     void *d = NULL;
-    if (cudaMallocAsync(&d, extent * esize(p->c_type), st) != cudaSuccess) {
+    if (cudaMallocAsync(&d, extent * keel__dtype_size(p->c_type), st) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
@@ -319,10 +319,10 @@ static int gemm_pick(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const 
     float ms;
     int best = time_candidates(t, e, run_matmul, &r, &ms);
     cudaFreeAsync(d, st);
-    if (keel__cuda_host->log_enabled(KEEL_LOG_DEBUG))
-        keel__cuda_host->log(KEEL_LOG_DEBUG, "cuda: GEMM plan %llux%llux%llu (batch %llu): candidate %d of %d, %.2f us",
-                             (unsigned long long)p->m, (unsigned long long)p->n, (unsigned long long)p->k,
-                             (unsigned long long)p->batch_count, best, e->ncand, 1e3 * ms / t->runs);
+    if (keel__gpu_host->log_enabled(KEEL_LOG_DEBUG))
+        keel__gpu_host->log(KEEL_LOG_DEBUG, "cuda: GEMM plan %llux%llux%llu (batch %llu): candidate %d of %d, %.2f us",
+                            (unsigned long long)p->m, (unsigned long long)p->n, (unsigned long long)p->k,
+                            (unsigned long long)p->batch_count, best, e->ncand, 1e3 * ms / t->runs);
     return best;
 }
 
@@ -353,13 +353,13 @@ static int dense_pick(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const
         split = time_runs(t, run_unfused, (void *)tune, NULL);
         atomic_store_explicit(&e->unfused, split > 0 && split < fused, memory_order_relaxed);
     }
-    if (keel__cuda_host->log_enabled(KEEL_LOG_DEBUG))
-        keel__cuda_host->log(KEEL_LOG_DEBUG,
-                             "cuda: dense plan %llux%llux%llu: epilogue candidate %d of %d %.2f us, "
-                             "GEMM + pass %.2f us: %s",
-                             (unsigned long long)p->m, (unsigned long long)p->n, (unsigned long long)p->k, best,
-                             e->ncand, 1e3 * fused / t->runs, 1e3 * split / t->runs,
-                             atomic_load_explicit(&e->unfused, memory_order_relaxed) ? "GEMM + pass" : "epilogue");
+    if (keel__gpu_host->log_enabled(KEEL_LOG_DEBUG))
+        keel__gpu_host->log(KEEL_LOG_DEBUG,
+                            "cuda: dense plan %llux%llux%llu: epilogue candidate %d of %d %.2f us, "
+                            "GEMM + pass %.2f us: %s",
+                            (unsigned long long)p->m, (unsigned long long)p->n, (unsigned long long)p->k, best,
+                            e->ncand, 1e3 * fused / t->runs, 1e3 * split / t->runs,
+                            atomic_load_explicit(&e->unfused, memory_order_relaxed) ? "GEMM + pass" : "epilogue");
     return best;
 }
 
@@ -384,7 +384,7 @@ static void lt_tune(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const g
     if (pthread_mutex_trylock(&e->lock) != 0)
         return;
     if (atomic_load_explicit(&e->tune_tries, memory_order_relaxed) > 0) {
-        cudaStream_t st = on_device(tune->s);
+        cudaStream_t st = keel__gpu_op_stream(tune->s);
         if (stream_idle(st)) {
             lt_timer_t t;
             int best = 0;

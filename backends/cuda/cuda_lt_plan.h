@@ -1,31 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* The cuBLASLt plan cache of the CUDA operations (cuda_lt_plan.c), shared
- * by GEMM and the dense layer (ops_cuda.c): per shape, the matmul
+ * by GEMM and the dense layer (cuda_ops_blas.c): per shape, the matmul
  * descriptor, the layouts and the algorithm, built once and kept in a
  * lock-free table, so that a call is one cublasLtMatmul; and the small
  * helpers both files use. Internal to the CUDA plugin. */
 #ifndef KEEL_CUDA_LT_PLAN_H
 #define KEEL_CUDA_LT_PLAN_H
 
-#include <cublasLt.h>
 #include "cuda_internal.h"
-#include "keel/backend_ops.h"
-
-/* The stream of an operation, its device made current. The operation is
- * new work on the stream: a host function enqueued after it must wait for
- * it, not share the wait of one enqueued before (keel__cuda_stream_touch). */
-static inline cudaStream_t on_device(void *ctx)
-{
-    keel__cuda_stream_t *s = ctx;
-    (void)keel__cuda_use_device(s->dev);
-    keel__cuda_stream_touch(s);
-    return s->stream;
-}
-
-static inline size_t esize(keel_dtype_t dt)
-{
-    return dt == KEEL_F64 ? 8 : dt == KEEL_F32 ? 4 : 2;
-}
+#include "backends/gpu/gpu_ops.h"
 
 static inline cudaDataType_t cuda_type(keel_dtype_t dt)
 {
@@ -83,7 +66,7 @@ static inline const cublasLtMatmulAlgo_t *lt_algo(lt_entry_t *e)
 /* What a plan may time its candidates with: the call that asked for it. */
 typedef struct {
     const keel_gemm_params_t *p;      /* a GEMM's call, or */
-    keel__cuda_stream_t *s;
+    keel__gpu_stream_t *s;
     void *ws;
     const keel_dense_params_t *dense; /* a dense layer's, and its other path: */
     keel_status_t (*unfused)(void *stream_ctx, const keel_dense_params_t *p); /* GEMM, then the pass */
@@ -94,8 +77,8 @@ typedef struct {
  * idle; a plan built on a busy stream times them on a later call that finds
  * it idle. *owned = 1 when the table is full and the caller must free the
  * entry after its call. NULL: out of host memory. */
-KEEL_CUDA_HIDDEN lt_entry_t *keel__cuda_lt_lookup(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_bytes,
-                                                  int *owned, const gemm_tune_t *tune);
-KEEL_CUDA_HIDDEN void keel__cuda_lt_entry_free(lt_entry_t *e);
+KEEL_GPU_HIDDEN lt_entry_t *keel__cuda_lt_lookup(const lt_key_t *key, cublasLtHandle_t lt, size_t ws_bytes,
+                                                 int *owned, const gemm_tune_t *tune);
+KEEL_GPU_HIDDEN void keel__cuda_lt_entry_free(lt_entry_t *e);
 
 #endif /* KEEL_CUDA_LT_PLAN_H */

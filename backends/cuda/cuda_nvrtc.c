@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cuda_internal.h"
-#include "cuda_shared.h"
 
 
 static struct {
@@ -89,14 +88,14 @@ static void rtc_open(void)
 
 static int have_cache(void)
 {
-    const keel_host_api_t *h = keel__cuda_host;
+    const keel_host_api_t *h = keel__gpu_host;
     return h->struct_size >= offsetof(keel_host_api_t, cache_store) + sizeof h->cache_store && h->cache_load &&
            h->cache_store && h->hash_init && h->hash_field;
 }
 
 static void key_str(uint64_t key[2], const char *s)
 {
-    keel__cuda_host->hash_field(key, s != NULL ? s : "", s != NULL ? strlen(s) : 0);
+    keel__gpu_host->hash_field(key, s != NULL ? s : "", s != NULL ? strlen(s) : 0);
 }
 
 /* ---- compilation ---- */
@@ -124,7 +123,7 @@ static int has_arch_option(const char *const *options, int n, int *virtual_arch)
 
 /* The target for @p dev: its own sm_XY when NVRTC knows it, else PTX for the
  * newest architecture NVRTC knows (the driver compiles it for the device). */
-static void pick_arch(const keel__cuda_device_t *dev, char *opt, size_t size, int *virtual_arch)
+static void pick_arch(const keel__gpu_device_t *dev, char *opt, size_t size, int *virtual_arch)
 {
     int cc = dev->cc_major * 10 + dev->cc_minor, best = 0, exact = 0, n = 0;
     if (rtc.GetNumSupportedArchs != NULL && rtc.GetSupportedArchs != NULL &&
@@ -150,14 +149,14 @@ static void pick_arch(const keel__cuda_device_t *dev, char *opt, size_t size, in
     }
 }
 
-keel_status_t keel__cuda_nvrtc_compile(const keel__cuda_device_t *dev, const char *source, const char *name,
+keel_status_t keel__cuda_nvrtc_compile(const keel__gpu_device_t *dev, const char *source, const char *name,
                                        const char *const *options, int num_options, void **image, size_t *size)
 {
     const char *fn = "keel_module_compile";
     pthread_once(&rtc.once, rtc_open);
     if (rtc.dl == NULL)
-        return keel__cuda_host->set_error(KEEL_ERROR_NOT_SUPPORTED, "%s: %s: run-time compilation needs NVRTC", fn,
-                                          rtc.why);
+        return keel__gpu_host->set_error(KEEL_ERROR_NOT_SUPPORTED, "%s: %s: run-time compilation needs NVRTC", fn,
+                                         rtc.why);
     if (name == NULL || name[0] == '\0')
         name = "keel_program.cu";
 
@@ -172,23 +171,23 @@ keel_status_t keel__cuda_nvrtc_compile(const keel__cuda_device_t *dev, const cha
     if (cached) {
         char ver[64];
         snprintf(ver, sizeof ver, "keel-nvrtc-1 %d.%d %s", rtc.major, rtc.minor, dev->arch);
-        keel__cuda_host->hash_init(key);
+        keel__gpu_host->hash_init(key);
         key_str(key, ver);
         key_str(key, arch_opt);
         key_str(key, name);
         for (int i = 0; i < num_options; i++)
             key_str(key, options[i]);
         key_str(key, source);
-        if (keel__cuda_host->cache_load("nvrtc", key, image, size)) {
-            if (keel__cuda_host->log_enabled(KEEL_LOG_DEBUG))
-                keel__cuda_host->log(KEEL_LOG_DEBUG, "keel_module_compile: %s from the cache", name);
+        if (keel__gpu_host->cache_load("nvrtc", key, image, size)) {
+            if (keel__gpu_host->log_enabled(KEEL_LOG_DEBUG))
+                keel__gpu_host->log(KEEL_LOG_DEBUG, "keel_module_compile: %s from the cache", name);
             return KEEL_OK;
         }
     }
 
     const char **opts = malloc(sizeof(char *) * (size_t)(num_options + 1));
     if (opts == NULL)
-        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: no host memory", fn);
+        return keel__gpu_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: no host memory", fn);
     int nopts = 0;
     for (int i = 0; i < num_options; i++)
         if (options[i] != NULL)
@@ -200,17 +199,17 @@ keel_status_t keel__cuda_nvrtc_compile(const keel__cuda_device_t *dev, const cha
     nvrtcResult r = rtc.CreateProgram(&prog, source, name, 0, NULL, NULL);
     if (r != NVRTC_SUCCESS) {
         free(opts);
-        return keel__cuda_host->set_error(r == NVRTC_ERROR_OUT_OF_MEMORY ? KEEL_ERROR_OUT_OF_MEMORY
+        return keel__gpu_host->set_error(r == NVRTC_ERROR_OUT_OF_MEMORY ? KEEL_ERROR_OUT_OF_MEMORY
                                                                          : KEEL_ERROR_COMPILE_FAILED,
-                                          "%s: nvrtcCreateProgram: %s", fn, rtc.GetErrorString(r));
+                                         "%s: nvrtcCreateProgram: %s", fn, rtc.GetErrorString(r));
     }
-    if (keel__cuda_host->log_enabled(KEEL_LOG_DEBUG)) {
+    if (keel__gpu_host->log_enabled(KEEL_LOG_DEBUG)) {
         char line[2048];
         size_t w = (size_t)snprintf(line, sizeof line, "keel_module_compile: NVRTC %d.%d compiling %s:", rtc.major,
                                     rtc.minor, name);
         for (int i = 0; i < nopts && w < sizeof line; i++)
             w += (size_t)snprintf(line + w, sizeof line - w, " %s", opts[i]);
-        keel__cuda_host->log(KEEL_LOG_DEBUG, "%s", line);
+        keel__gpu_host->log(KEEL_LOG_DEBUG, "%s", line);
     }
     r = rtc.CompileProgram(prog, nopts, opts);
     free(opts);
@@ -222,8 +221,8 @@ keel_status_t keel__cuda_nvrtc_compile(const keel__cuda_device_t *dev, const cha
             log[log_size] = '\0';
         else if (log != NULL)
             log[0] = '\0';
-        keel_status_t st = keel__cuda_host->set_error(KEEL_ERROR_COMPILE_FAILED, "%s: %s: %s: %s", fn, name,
-                                                      rtc.GetErrorString(r), log != NULL ? log : "");
+        keel_status_t st = keel__gpu_host->set_error(KEEL_ERROR_COMPILE_FAILED, "%s: %s: %s: %s", fn, name,
+                                                     rtc.GetErrorString(r), log != NULL ? log : "");
         free(log);
         rtc.DestroyProgram(&prog);
         return st;
@@ -236,13 +235,13 @@ keel_status_t keel__cuda_nvrtc_compile(const keel__cuda_device_t *dev, const cha
     rtc.DestroyProgram(&prog);
     if (r != NVRTC_SUCCESS || out == NULL) {
         free(out);
-        return keel__cuda_host->set_error(out == NULL && r == NVRTC_SUCCESS ? KEEL_ERROR_OUT_OF_MEMORY
+        return keel__gpu_host->set_error(out == NULL && r == NVRTC_SUCCESS ? KEEL_ERROR_OUT_OF_MEMORY
                                                                             : KEEL_ERROR_COMPILE_FAILED,
-                                          "%s: %s: reading the compiled code: %s", fn, name, rtc.GetErrorString(r));
+                                         "%s: %s: reading the compiled code: %s", fn, name, rtc.GetErrorString(r));
     }
     out[n] = '\0';
     if (cached)
-        keel__cuda_host->cache_store("nvrtc", key, out, n);
+        keel__gpu_host->cache_store("nvrtc", key, out, n);
     *image = out;
     *size = n;
     return KEEL_OK;

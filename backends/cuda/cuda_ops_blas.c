@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The CUDA operations table (keel/backend_ops.h): hand-written kernels for
- * the memory-bound operations (kernels/gpu/), cuBLASLt for GEMM and the
- * dense layer, cuBLAS for GEMV and as the fallback.
+/* The CUDA plugin's BLAS-backed operations (the hooks of
+ * backends/gpu/gpu_ops.h): cuBLASLt for GEMM and the dense layer, cuBLAS for
+ * GEMV and as the fallback, and the stream's BLAS workspace as the
+ * reductions' scratch.
  *
  * GEMM and the dense layer go through a cached cuBLASLt plan per shape
  * (cuda_lt_plan.c), so a call is one cublasLtMatmul where cublasGemmEx runs
@@ -11,21 +12,11 @@
  * for the dense layer f64, erf GELU, misaligned pointers, k = 0) goes to
  * cublasGemmEx, plus one bias/activation pass for the dense layer. */
 #include <limits.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cuda_internal.h"
 #include "cuda_lt_plan.h"
-#include "cuda_shared.h"
-#include "keel/backend_ops.h"
-#include "kernels/gpu/ops_gpu.h"
-
-static keel_status_t launched(cudaError_t err, const char *fn)
-{
-    if (KEEL_CUDA_UNLIKELY(err != cudaSuccess))
-        return keel__cuda_error(err, fn, "kernel launch");
-    return KEEL_OK;
-}
+#include "backends/gpu/gpu_ops.h"
 
 static keel_status_t blas_fail(cublasStatus_t st, const char *fn, const char *call)
 {
@@ -34,107 +25,26 @@ static keel_status_t blas_fail(cublasStatus_t st, const char *fn, const char *ca
                            ? KEEL_ERROR_NOT_SUPPORTED
                        : st == CUBLAS_STATUS_EXECUTION_FAILED ? KEEL_ERROR_LAUNCH_FAILED
                                                               : KEEL_ERROR_BACKEND;
-    return keel__cuda_host->set_error(ks, "%s: %s: %s: %s", fn, call, cublasGetStatusName(st),
-                                      cublasGetStatusString(st));
+    return keel__gpu_host->set_error(ks, "%s: %s: %s: %s", fn, call, cublasGetStatusName(st),
+                                     cublasGetStatusString(st));
 }
 
 static keel_status_t too_big(const char *fn)
 {
-    return keel__cuda_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
-                                      "%s: a dimension, leading dimension or increment above 2^31-1 is not "
-                                      "supported by the CUDA backend",
-                                      fn);
+    return keel__gpu_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
+                                     "%s: a dimension, leading dimension or increment above 2^31-1 is not "
+                                     "supported by the CUDA backend",
+                                     fn);
 }
 
 #define FITS_INT(v) ((v) <= (size_t)INT_MAX)
 
-/* ======================================================================== */
-/* memory-bound operations                                                   */
-/* ======================================================================== */
-
-static keel_status_t cu_fill(void *ctx, keel_dtype_t dt, void *ptr, size_t n, double value)
+/* Partial results of the reductions go to the stream's BLAS workspace: it
+ * is ordered with everything else on the stream. */
+keel_status_t keel__gpu_ops_scratch(void *ctx, void **work, size_t *work_bytes)
 {
-    cudaStream_t s = on_device(ctx);
-    if (value == 0.0 && !signbit(value)) /* +0.0 is all zero bits in every dtype */
-        return launched(cudaMemsetAsync(ptr, 0, n * esize(dt), s), "keel_fill");
-    return launched(keel__gpu_fill(s, (int)dt, ptr, n, value), "keel_fill");
-}
-
-static keel_status_t cu_cast(void *ctx, keel_dtype_t sdt, const void *src, keel_dtype_t ddt, void *dst, size_t n)
-{
-    cudaStream_t s = on_device(ctx);
-    if (sdt == ddt) {
-        if (src == dst)
-            return KEEL_OK;
-        return launched(cudaMemcpyAsync(dst, src, n * esize(sdt), cudaMemcpyDefault, s), "keel_cast");
-    }
-    return launched(keel__gpu_cast(s, (int)sdt, src, (int)ddt, dst, n), "keel_cast");
-}
-
-static keel_status_t cu_copy_2d(void *ctx, keel_dtype_t dt, size_t rows, size_t cols, const void *src, size_t lds,
-                                void *dst, size_t ldd)
-{
-    cudaStream_t s = on_device(ctx);
-    size_t es = esize(dt);
-    if (rows == 1 || (lds == cols && ldd == cols)) /* one contiguous block (and any ld for one row) */
-        return launched(cudaMemcpyAsync(dst, src, rows * cols * es, cudaMemcpyDefault, s), "keel_copy_2d");
-    /* the copy engines take strided copies as they are */
-    return launched(cudaMemcpy2DAsync(dst, ldd * es, src, lds * es, cols * es, rows, cudaMemcpyDefault, s),
-                    "keel_copy_2d");
-}
-
-static keel_status_t cu_transpose(void *ctx, keel_dtype_t dt, size_t rows, size_t cols, const void *src, size_t lds,
-                                  void *dst, size_t ldd)
-{
-    return launched(keel__gpu_transpose(on_device(ctx), esize(dt), rows, cols, src, lds, dst, ldd), "keel_transpose");
-}
-
-static keel_status_t cu_unary(void *ctx, keel_unary_op_t op, keel_dtype_t dt, size_t n, const void *x, void *y)
-{
-    return launched(keel__gpu_unary(on_device(ctx), (int)op, (int)dt, n, x, y), "keel_unary");
-}
-
-static keel_status_t cu_binary(void *ctx, const keel_binary_args_t *a)
-{
-    return launched(keel__gpu_binary(on_device(ctx), (int)a->op, (int)a->dtype, (int)a->broadcast, a->rows, a->cols,
-                                     a->alpha, a->a, a->lda, a->beta, a->b, a->ldb, a->y, a->ldy),
-                    "keel_binary");
-}
-
-static keel_status_t cu_reduce(void *ctx, keel_reduce_op_t op, keel_dtype_t dt, size_t rows, size_t cols,
-                               const void *x, size_t ld, keel_reduce_axis_t axis, void *out)
-{
-    /* Partial results go to the stream's BLAS workspace: it is ordered with
-     * everything else on the stream, so no allocation is needed here. */
     cublasLtHandle_t lt;
-    void *ws = NULL;
-    size_t wsb = 0;
-    keel_status_t st = keel__cuda_cublaslt(ctx, &lt, &ws, &wsb);
-    if (st != KEEL_OK)
-        return st;
-    return launched(keel__gpu_reduce(on_device(ctx), (int)op, (int)dt, (int)axis, rows, cols, x, ld, out, ws, wsb),
-                    "keel_reduce");
-}
-
-static keel_status_t cu_argmax_rows(void *ctx, keel_dtype_t dt, size_t rows, size_t cols, const void *x, size_t ld,
-                                    int64_t *out)
-{
-    return launched(keel__gpu_argmax_rows(on_device(ctx), (int)dt, rows, cols, x, ld, out), "keel_argmax_rows");
-}
-
-static keel_status_t cu_softmax_rows(void *ctx, keel_dtype_t dt, size_t rows, size_t cols, const void *x,
-                                     size_t ldx, void *y, size_t ldy, int lg)
-{
-    return launched(keel__gpu_softmax_rows(on_device(ctx), (int)dt, rows, cols, x, ldx, y, ldy, lg),
-                    "keel_softmax_rows");
-}
-
-static keel_status_t cu_layernorm_rows(void *ctx, keel_dtype_t dt, size_t rows, size_t cols, const void *x,
-                                       size_t ldx, const void *gamma, const void *beta, double eps, void *y,
-                                       size_t ldy)
-{
-    return launched(keel__gpu_layernorm_rows(on_device(ctx), (int)dt, rows, cols, x, ldx, gamma, beta, eps, y, ldy),
-                    "keel_layernorm_rows");
+    return keel__cuda_cublaslt(ctx, &lt, work, work_bytes);
 }
 
 /* ======================================================================== */
@@ -154,7 +64,7 @@ static keel_status_t gemm_ex(void *ctx, const char *fn, int ta, int tb, size_t m
     keel_status_t st = keel__cuda_cublas(ctx, &h);
     if (st != KEEL_OK)
         return st;
-    (void)on_device(ctx);
+    (void)keel__gpu_op_stream(ctx);
     cublasComputeType_t cty = compute_type(at, compute);
     float fa = (float)alpha, fb = (float)beta;
     const void *pa = at == KEEL_F64 ? (const void *)&alpha : (const void *)&fa;
@@ -175,12 +85,8 @@ static keel_status_t gemm_ex(void *ctx, const char *fn, int ta, int tb, size_t m
 
 static keel_status_t gemm_lt(void *ctx, const keel_gemm_params_t *p);
 
-static keel_status_t cu_gemm(void *ctx, const keel_gemm_params_t *p)
+keel_status_t keel__gpu_blas_gemm(void *ctx, const keel_gemm_params_t *p)
 {
-    if (p->k == 0) /* C = beta C: cuBLAS versions differ on k = 0 */
-        return launched(keel__gpu_scale(on_device(ctx), (int)p->c_type, p->m, p->n, p->c, p->ldc, p->batch_count,
-                                        p->stride_c, p->beta),
-                        "keel_gemm");
     keel_status_t st = gemm_lt(ctx, p);
     if (st != KEEL_ERROR_NOT_SUPPORTED)
         return st;
@@ -189,13 +95,11 @@ static keel_status_t cu_gemm(void *ctx, const keel_gemm_params_t *p)
                    p->batch_count, p->stride_a, p->stride_b, p->stride_c);
 }
 
-static keel_status_t cu_gemv(void *ctx, const keel_gemv_args_t *g)
+keel_status_t keel__gpu_blas_gemv(void *ctx, const keel_gemv_args_t *g)
 {
     static const char fn[] = "keel_gemv";
     int t = g->trans == KEEL_TRANS;
     size_t xlen = t ? g->m : g->n, ylen = t ? g->n : g->m;
-    if (xlen == 0) /* y = beta y; BLAS would leave y alone */
-        return launched(keel__gpu_scale(on_device(ctx), (int)g->dtype, 1, ylen, g->y, g->incy, 1, 0, g->beta), fn);
     if (!FITS_INT(g->m) || !FITS_INT(g->n) || !FITS_INT(g->lda) || !FITS_INT(g->incx) || !FITS_INT(g->incy))
         return too_big(fn);
     if (g->dtype == KEEL_F32 || g->dtype == KEEL_F64) {
@@ -203,7 +107,7 @@ static keel_status_t cu_gemv(void *ctx, const keel_gemv_args_t *g)
         keel_status_t st = keel__cuda_cublas(ctx, &h);
         if (st != KEEL_OK)
             return st;
-        (void)on_device(ctx);
+        (void)keel__gpu_op_stream(ctx);
         cublasStatus_t cs;
         cublasOperation_t op = t ? CUBLAS_OP_T : CUBLAS_OP_N;
         if (g->dtype == KEEL_F32) {
@@ -231,7 +135,7 @@ static keel_status_t lt_start(void *ctx, cublasLtHandle_t *lt, void **ws, size_t
 {
     keel_status_t st = keel__cuda_cublaslt(ctx, lt, ws, wsb);
     memset(key, 0, sizeof *key);
-    key->device = ((keel__cuda_stream_t *)ctx)->dev->ordinal;
+    key->device = ((keel__gpu_stream_t *)ctx)->dev->ordinal;
     return st;
 }
 
@@ -257,7 +161,7 @@ static keel_status_t gemm_lt(void *ctx, const keel_gemm_params_t *p)
     keel_status_t st = lt_start(ctx, &lt, &ws, &wsb, &key);
     if (st != KEEL_OK)
         return st;
-    keel__cuda_stream_t *s = ctx;
+    keel__gpu_stream_t *s = ctx;
     key.op = 1;
     key.dtype = (int)p->a_type;
     key.ctype = (int)p->c_type;
@@ -274,11 +178,11 @@ static keel_status_t gemm_lt(void *ctx, const keel_gemm_params_t *p)
     gemm_tune_t tune = {p, s, ws, NULL, NULL};
     lt_entry_t *e = keel__cuda_lt_lookup(&key, lt, wsb, &owned, &tune);
     if (!e)
-        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_gemm: no host memory for a cuBLASLt plan");
+        return keel__gpu_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_gemm: no host memory for a cuBLASLt plan");
     cublasStatus_t cs = CUBLAS_STATUS_NOT_SUPPORTED;
     if (e->ok) {
         float fa = (float)p->alpha, fb = (float)p->beta;
-        (void)on_device(ctx);
+        (void)keel__gpu_op_stream(ctx);
         cs = cublasLtMatmul(lt, e->desc, &fa, p->a, e->la, p->b, e->lb, &fb, p->c, e->lc, p->c, e->lc, lt_algo(e), ws,
                             wsb, s->stream);
     }
@@ -306,7 +210,7 @@ static keel_status_t dense_lt(void *ctx, const keel_dense_params_t *p)
     keel_status_t st = lt_start(ctx, &lt, &ws, &wsb, &key);
     if (st != KEEL_OK)
         return st;
-    keel__cuda_stream_t *s = ctx;
+    keel__gpu_stream_t *s = ctx;
     key.dtype = (int)p->dtype;
     key.compute = p->dtype == KEEL_F32 && p->compute == KEEL_COMPUTE_TF32;
     key.act = (int)p->act;
@@ -321,7 +225,7 @@ static keel_status_t dense_lt(void *ctx, const keel_dense_params_t *p)
     gemm_tune_t tune = {NULL, s, ws, p, dense_unfused};
     lt_entry_t *e = keel__cuda_lt_lookup(&key, lt, wsb, &owned, &tune);
     if (!e)
-        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_dense: no host memory for a cuBLASLt plan");
+        return keel__gpu_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_dense: no host memory for a cuBLASLt plan");
     if (!e->ok || atomic_load_explicit(&e->unfused, memory_order_relaxed)) {
         if (owned)
             keel__cuda_lt_entry_free(e);
@@ -329,7 +233,7 @@ static keel_status_t dense_lt(void *ctx, const keel_dense_params_t *p)
     }
     float one = 1.0f, zero = 0.0f;
     cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
-    (void)on_device(ctx);
+    (void)keel__gpu_op_stream(ctx);
     pthread_mutex_lock(&e->lock);
     if (p->bias)
         cs = cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p->bias, sizeof p->bias);
@@ -347,9 +251,9 @@ static keel_status_t dense_unfused(void *ctx, const keel_dense_params_t *p)
 {
     keel_status_t st;
     int col = p->layout == KEEL_COL_MAJOR, tw = p->transw == KEEL_TRANS;
-    cudaStream_t s = on_device(ctx);
+    gpuStream_t s = keel__gpu_op_stream(ctx);
     if (p->k == 0)
-        st = launched(keel__gpu_scale(s, (int)p->dtype, col ? p->m : p->n, col ? p->n : p->m, p->y, p->ldy, 1, 0, 0.0),
+        st = keel__gpu_launched(keel__gpu_scale(s, (int)p->dtype, col ? p->m : p->n, col ? p->n : p->m, p->y, p->ldy, 1, 0, 0.0),
                       "keel_dense");
     else if (col)
         st = gemm_ex(ctx, "keel_dense", tw, 0, p->m, p->n, p->k, 1.0, p->w, p->dtype, p->ldw, p->x, p->ldx, 0.0,
@@ -361,38 +265,12 @@ static keel_status_t dense_unfused(void *ctx, const keel_dense_params_t *p)
         return st;
     if (!p->bias && p->act == KEEL_ACT_NONE)
         return KEEL_OK;
-    return launched(keel__gpu_bias_act(s, (int)p->dtype, col, p->m, p->n, p->y, p->ldy, p->bias, (int)p->act),
+    return keel__gpu_launched(keel__gpu_bias_act(s, (int)p->dtype, col, p->m, p->n, p->y, p->ldy, p->bias, (int)p->act),
                     "keel_dense");
 }
 
-static keel_status_t cu_dense(void *ctx, const keel_dense_params_t *p)
+keel_status_t keel__gpu_blas_dense(void *ctx, const keel_dense_params_t *p)
 {
     keel_status_t st = dense_lt(ctx, p);
     return st != KEEL_ERROR_NOT_SUPPORTED ? st : dense_unfused(ctx, p);
-}
-
-/* ======================================================================== */
-
-static const keel_ops_vtable_t cuda_ops = {
-    .abi_version = KEEL_OPS_ABI_VERSION,
-    .struct_size = sizeof(keel_ops_vtable_t),
-    .fill = cu_fill,
-    .cast = cu_cast,
-    .copy_2d = cu_copy_2d,
-    .transpose = cu_transpose,
-    .unary = cu_unary,
-    .binary = cu_binary,
-    .reduce = cu_reduce,
-    .argmax_rows = cu_argmax_rows,
-    .softmax_rows = cu_softmax_rows,
-    .layernorm_rows = cu_layernorm_rows,
-    .gemm = cu_gemm,
-    .gemv = cu_gemv,
-    .dense = cu_dense,
-};
-
-KEEL_CUDA_HIDDEN const void *keel__cuda_ops_table(void);
-const void *keel__cuda_ops_table(void)
-{
-    return &cuda_ops;
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* keel-cuda.so: the probe (the entry point is cuda_entry.c).
+/* keel-cuda.so: the probe (the entry point is backends/gpu/gpu_entry.c).
  *
  * Link policy: the CUDA runtime is linked statically and the driver API is
  * reached through cudaGetDriverEntryPointByVersion, so nothing here needs
@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 #include "cuda_internal.h"
-#include "cuda_shared.h"
 
 static char description[160];
 static void *driver_dl;
@@ -45,7 +44,7 @@ keel_status_t keel__gpu_probe(const keel_host_api_t *host, void **backend_ctx, i
                                const char **desc)
 {
     (void)host;
-    keel_status_t env = keel__cuda_check_env();
+    keel_status_t env = keel__gpu_check_env();
     if (env != KEEL_OK)
         return env;
     /* The runtime would find out too, but only as "insufficient driver";
@@ -54,32 +53,32 @@ keel_status_t keel__gpu_probe(const keel_host_api_t *host, void **backend_ctx, i
         driver_dl = dlopen(KEEL_GPU_DRIVER_LIBRARY, RTLD_NOW | RTLD_LOCAL);
         if (driver_dl == NULL) {
             const char *why = dlerror();
-            return keel__cuda_host->set_error(KEEL_ERROR_BACKEND_UNAVAILABLE,
-                                              KEEL_GPU_DRIVER_LIBRARY " not found: no NVIDIA driver (%s)",
-                                              why != NULL ? why : "dlopen failed");
+            return keel__gpu_host->set_error(KEEL_ERROR_BACKEND_UNAVAILABLE,
+                                             KEEL_GPU_DRIVER_LIBRARY " not found: no NVIDIA driver (%s)",
+                                             why != NULL ? why : "dlopen failed");
         }
     }
     int runtime = 0, driver = 0;
     (void)gpuRuntimeGetVersion(&runtime);
     cudaError_t err = gpuDriverGetVersion(&driver);
     if (err != cudaSuccess)
-        return keel__cuda_error(err, NULL, "cudaDriverGetVersion");
+        return keel__gpu_error(err, NULL, "cudaDriverGetVersion");
     int count = 0;
     err = gpuGetDeviceCount(&count);
     if (err == cudaErrorNoDevice || (err == cudaSuccess && count == 0)) {
         (void)cudaGetLastError();
-        return keel__cuda_host->set_error(KEEL_ERROR_NO_DEVICE, "no CUDA device (driver %d.%d)", driver / 1000,
-                                          driver % 1000 / 10);
+        return keel__gpu_host->set_error(KEEL_ERROR_NO_DEVICE, "no CUDA device (driver %d.%d)", driver / 1000,
+                                         driver % 1000 / 10);
     }
     if (err == cudaErrorInsufficientDriver) {
         (void)cudaGetLastError();
-        return keel__cuda_host->set_error(KEEL_ERROR_BACKEND_UNAVAILABLE,
-                                          "the NVIDIA driver supports CUDA %d.%d, older than the CUDA %d.%d runtime "
-                                          "keel-cuda was built with: update the driver",
-                                          driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+        return keel__gpu_host->set_error(KEEL_ERROR_BACKEND_UNAVAILABLE,
+                                         "the NVIDIA driver supports CUDA %d.%d, older than the CUDA %d.%d runtime "
+                                         "keel-cuda was built with: update the driver",
+                                         driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
     }
     if (err != cudaSuccess)
-        return keel__cuda_error(err, NULL, "cudaGetDeviceCount");
+        return keel__gpu_error(err, NULL, "cudaGetDeviceCount");
     keel_status_t st = keel__cuda_driver_load();
     if (st != KEEL_OK)
         return st;

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Host functions on streams.
+/* Host functions on streams. The reasons below are CUDA's; the HIP plugin
+ * runs the same code through hipLaunchHostFunc and hipStreamWaitValue32
+ * (vendor_hip.h).
  *
  * cudaLaunchHostFunc runs every host function of a process on one CUDA
  * thread, and a few dozen host functions queued behind one that blocks make
@@ -16,15 +18,14 @@
  * share one event and one wait: CUDA blocks the enqueuing thread once a few
  * dozen such operations queue behind a stream that waits, and hundreds of
  * host functions behind one that blocks must still enqueue at once. The
- * stream's epoch (keel__cuda_stream_touch) says whether other work came.
+ * stream's epoch (keel__gpu_stream_touch) says whether other work came.
  * While a stream is being captured into a graph the function goes to
  * cudaLaunchHostFunc (a graph host node), since sequence numbers baked into a
  * graph could not replay. Where the driver refuses stream memory operations,
  * cudaLaunchHostFunc is used throughout (and says so in the log). */
 #include <stdlib.h>
 #include <string.h>
-#include "cuda_internal.h"
-#include "cuda_shared.h"
+#include "gpu_internal.h"
 
 struct host_op {
     keel_host_fn_t fn;
@@ -34,7 +35,7 @@ struct host_op {
     struct host_op *next;
 };
 
-struct keel__cuda_hostq {
+struct keel__gpu_hostq {
     pthread_mutex_t enqueue_lock;   /* keeps batches and the queue in stream order */
     pthread_mutex_t m;              /* guards what follows */
     pthread_cond_t cv;
@@ -51,7 +52,7 @@ struct keel__cuda_hostq {
     volatile uint32_t *counter;     /* pinned; the stream waits on it */
 };
 
-static void event_put(struct keel__cuda_hostq *q, gpuEvent_t e)
+static void event_put(struct keel__gpu_hostq *q, gpuEvent_t e)
 {
     if (q->nevents == q->capevents) {
         size_t cap = q->capevents ? 2 * q->capevents : 8;
@@ -68,7 +69,7 @@ static void event_put(struct keel__cuda_hostq *q, gpuEvent_t e)
 
 static void *host_worker(void *arg)
 {
-    struct keel__cuda_hostq *q = arg;
+    struct keel__gpu_hostq *q = arg;
     /* So that the runtime calls here never make another device current. */
     (void)gpuSetDevice(q->ordinal);
     pthread_mutex_lock(&q->m);
@@ -114,9 +115,9 @@ static void free_ops(struct host_op *op)
     }
 }
 
-static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq **out)
+static keel_status_t hostq_get(keel__gpu_stream_t *s, struct keel__gpu_hostq **out)
 {
-    struct keel__cuda_hostq *q = atomic_load_explicit(&s->hostq, memory_order_acquire);
+    struct keel__gpu_hostq *q = atomic_load_explicit(&s->hostq, memory_order_acquire);
     if (q != NULL) {
         *out = q;
         return KEEL_OK;
@@ -127,7 +128,7 @@ static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *
     if (q == NULL) {
         q = calloc(1, sizeof *q);
         void *counter = NULL;
-        gpuError_t err = q != NULL ? keel__cuda_use_device(s->dev) : gpuErrorMemoryAllocation;
+        gpuError_t err = q != NULL ? keel__gpu_use_device(s->dev) : gpuErrorMemoryAllocation;
         if (err == gpuSuccess)
             err = gpuHostAlloc(&counter, 64, gpuHostAllocPortable | gpuHostAllocMapped);
         if (err == gpuSuccess) {
@@ -138,11 +139,12 @@ static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *
             if (res != gpuDrvSuccess) {
                 const char *name = "?";
                 gpuDrvGetErrorName(res, &name);
-                if (keel__cuda_host->log_enabled(KEEL_LOG_WARN))
-                    keel__cuda_host->log(KEEL_LOG_WARN,
-                                         "cuda:%d: cuStreamWaitValue32 refused (%s): host functions run on CUDA's "
-                                         "own thread, where a blocking one holds every stream's",
-                                         s->dev->ordinal, name);
+                if (keel__gpu_host->log_enabled(KEEL_LOG_WARN))
+                    keel__gpu_host->log(KEEL_LOG_WARN,
+                                        KEEL_GPU_DEVICE_FMT ": " gpuStreamWaitValueName " refused (%s): host "
+                                        "functions run on " KEEL_GPU_RUNTIME "'s own thread, where a blocking one "
+                                        "holds every stream's",
+                                        s->dev->ordinal, name);
                 atomic_store(&s->dev->stream_wait_value, 0);
                 (void)gpuFreeHost(counter);
                 free(q);
@@ -153,7 +155,7 @@ static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *
         if (err != gpuSuccess) {
             free(q);
             q = NULL;
-            st = keel__cuda_error(err, "keel_stream_launch_host_func", "allocating the host-function counter");
+            st = keel__gpu_error(err, "keel_stream_launch_host_func", "allocating the host-function counter");
         } else {
             q->counter = counter;
             q->ordinal = s->dev->ordinal;
@@ -167,13 +169,14 @@ static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *
                 pthread_cond_destroy(&q->cv);
                 free(q);
                 q = NULL;
-                st = keel__cuda_host->set_error(KEEL_ERROR_BACKEND,
-                                                "keel_stream_launch_host_func: cannot start the stream's host thread");
+                st = keel__gpu_host->set_error(KEEL_ERROR_BACKEND,
+                                               "keel_stream_launch_host_func: cannot start the stream's host thread");
             } else {
                 atomic_store_explicit(&s->hostq, q, memory_order_release);
-                if (keel__cuda_host->log_enabled(KEEL_LOG_DEBUG))
-                    keel__cuda_host->log(KEEL_LOG_DEBUG, "cuda:%d: stream %p runs its host functions on its own thread",
-                                         s->dev->ordinal, (void *)s);
+                if (keel__gpu_host->log_enabled(KEEL_LOG_DEBUG))
+                    keel__gpu_host->log(KEEL_LOG_DEBUG,
+                                        KEEL_GPU_DEVICE_FMT ": stream %p runs its host functions on its own thread",
+                                        s->dev->ordinal, (void *)s);
             }
         }
     }
@@ -183,23 +186,23 @@ static keel_status_t hostq_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *
     return st;
 }
 
-static keel_status_t event_get(keel__cuda_stream_t *s, struct keel__cuda_hostq *q, gpuEvent_t *out)
+static keel_status_t event_get(keel__gpu_stream_t *s, struct keel__gpu_hostq *q, gpuEvent_t *out)
 {
     pthread_mutex_lock(&q->m);
     gpuEvent_t e = q->nevents ? q->events[--q->nevents] : NULL;
     pthread_mutex_unlock(&q->m);
     if (e == NULL) {
-        gpuError_t err = keel__cuda_use_device(s->dev);
+        gpuError_t err = keel__gpu_use_device(s->dev);
         if (err == gpuSuccess)
             err = gpuEventCreateWithFlags(&e, gpuEventDisableTiming | gpuEventBlockingSync);
         if (err != gpuSuccess)
-            return keel__cuda_error(err, "keel_stream_launch_host_func", KEEL_GPU_CALL(gpuEventCreateWithFlags));
+            return keel__gpu_error(err, "keel_stream_launch_host_func", KEEL_GPU_NAME(gpuEventCreateWithFlags));
     }
     *out = e;
     return KEEL_OK;
 }
 
-static void enqueue_op(struct keel__cuda_hostq *q, struct host_op *op)
+static void enqueue_op(struct keel__gpu_hostq *q, struct host_op *op)
 {
     if (q->tail)
         q->tail->next = op;
@@ -209,27 +212,27 @@ static void enqueue_op(struct keel__cuda_hostq *q, struct host_op *op)
     pthread_cond_signal(&q->cv);
 }
 
-keel_status_t keel__cuda_launch_host_func(keel__cuda_stream_t *s, keel_host_fn_t fn, void *user_data)
+keel_status_t keel__gpu_launch_host_func(keel__gpu_stream_t *s, keel_host_fn_t fn, void *user_data)
 {
     const char *kfn = "keel_stream_launch_host_func";
     enum gpuStreamCaptureStatus cs = gpuStreamCaptureStatusNone;
     gpuError_t err = gpuStreamIsCapturing(s->stream, &cs);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, kfn, KEEL_GPU_CALL(gpuStreamIsCapturing));
-    struct keel__cuda_hostq *q = NULL;
+        return keel__gpu_error(err, kfn, KEEL_GPU_NAME(gpuStreamIsCapturing));
+    struct keel__gpu_hostq *q = NULL;
     keel_status_t st = KEEL_ERROR_NOT_SUPPORTED;
     if (cs == gpuStreamCaptureStatusNone && atomic_load_explicit(&s->dev->stream_wait_value, memory_order_relaxed))
         st = hostq_get(s, &q);
     if (st == KEEL_ERROR_NOT_SUPPORTED) {
         err = KEEL_GPU_TRY(gpuLaunchHostFunc(s->stream, (gpuHostFn_t)fn, user_data));
-        keel__cuda_stream_touch(s);
-        return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, kfn, gpuLaunchHostFuncName);
+        keel__gpu_stream_touch(s);
+        return err == gpuSuccess ? KEEL_OK : keel__gpu_error(err, kfn, gpuLaunchHostFuncName);
     }
     if (st != KEEL_OK)
         return st;
     struct host_op *op = calloc(1, sizeof *op);
     if (op == NULL)
-        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: no host memory", kfn);
+        return keel__gpu_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: no host memory", kfn);
     op->fn = fn;
     op->user_data = user_data;
 
@@ -274,16 +277,16 @@ keel_status_t keel__cuda_launch_host_func(keel__cuda_stream_t *s, keel_host_fn_t
         event_put(q, event);
         pthread_mutex_unlock(&q->m);
         free(op);
-        return keel__cuda_error(err, kfn, KEEL_GPU_CALL(gpuEventRecord));
+        return keel__gpu_error(err, kfn, KEEL_GPU_NAME(gpuEventRecord));
     }
     if (res != gpuDrvSuccess)
-        return keel__cu_error(res, kfn, "cuStreamWaitValue32");
+        return keel__gpu_drv_error(res, kfn, gpuStreamWaitValueName);
     return KEEL_OK;
 }
 
-void keel__cuda_hostq_release(keel__cuda_stream_t *s)
+void keel__gpu_hostq_release(keel__gpu_stream_t *s)
 {
-    struct keel__cuda_hostq *q = atomic_exchange(&s->hostq, NULL);
+    struct keel__gpu_hostq *q = atomic_exchange(&s->hostq, NULL);
     if (q == NULL)
         return;
     pthread_mutex_lock(&q->m);

@@ -12,8 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "cuda_internal.h"
-#include "cuda_shared.h"
+#include "gpu_internal.h"
 
 enum {
     STAGING_SLOTS = 4,
@@ -23,7 +22,7 @@ enum {
     COPY_MIN_SLICE = 256 << 10        /* below this a slice is not worth a thread */
 };
 
-struct keel__cuda_staging {
+struct keel__gpu_staging {
     pthread_mutex_t lock;             /* one staged copy at a time on a device */
     size_t chunk;
     void *buf[STAGING_SLOTS];
@@ -196,9 +195,9 @@ static void parallel_memcpy(void *dst, const void *src, size_t bytes)
 
 /* ---- staging buffers ---- */
 
-static keel_status_t staging_get(keel__cuda_device_t *dev, const char *fn, struct keel__cuda_staging **out)
+static keel_status_t staging_get(keel__gpu_device_t *dev, const char *fn, struct keel__gpu_staging **out)
 {
-    struct keel__cuda_staging *st = atomic_load_explicit(&dev->staging, memory_order_acquire);
+    struct keel__gpu_staging *st = atomic_load_explicit(&dev->staging, memory_order_acquire);
     if (st != NULL) {
         *out = st;
         return KEEL_OK;
@@ -208,7 +207,7 @@ static keel_status_t staging_get(keel__cuda_device_t *dev, const char *fn, struc
     st = atomic_load_explicit(&dev->staging, memory_order_relaxed);
     if (st == NULL) {
         st = calloc(1, sizeof *st);
-        gpuError_t err = st != NULL ? keel__cuda_use_device(dev) : gpuErrorMemoryAllocation;
+        gpuError_t err = st != NULL ? keel__gpu_use_device(dev) : gpuErrorMemoryAllocation;
         int i = 0;
         if (st != NULL)
             st->chunk = env_size("KEEL_CUDA_STAGING_CHUNK_KB", STAGING_CHUNK_DEFAULT >> 10, 256, 256 << 10) << 10;
@@ -223,7 +222,7 @@ static keel_status_t staging_get(keel__cuda_device_t *dev, const char *fn, struc
             }
         }
         if (err != gpuSuccess) {
-            status = keel__cuda_error(err, fn, "allocating pinned staging buffers");
+            status = keel__gpu_error(err, fn, "allocating pinned staging buffers");
             for (int j = 0; st != NULL && j < STAGING_SLOTS; j++) {
                 if (st->buf[j] != NULL) {
                     (void)gpuFreeHost(st->buf[j]);
@@ -243,9 +242,9 @@ static keel_status_t staging_get(keel__cuda_device_t *dev, const char *fn, struc
     return status;
 }
 
-void keel__cuda_staging_destroy(keel__cuda_device_t *dev)
+void keel__gpu_staging_destroy(keel__gpu_device_t *dev)
 {
-    struct keel__cuda_staging *st = atomic_exchange(&dev->staging, NULL);
+    struct keel__gpu_staging *st = atomic_exchange(&dev->staging, NULL);
     if (st == NULL)
         return;
     for (int i = 0; i < STAGING_SLOTS; i++) {
@@ -258,7 +257,7 @@ void keel__cuda_staging_destroy(keel__cuda_device_t *dev)
     free(st);
 }
 
-int keel__cuda_staging_wanted(keel__cuda_stream_t *s, size_t bytes)
+int keel__gpu_staging_wanted(keel__gpu_stream_t *s, size_t bytes)
 {
     if (bytes < STAGING_MIN_COPY)
         return 0;
@@ -272,10 +271,10 @@ int keel__cuda_staging_wanted(keel__cuda_stream_t *s, size_t bytes)
     return cs == gpuStreamCaptureStatusNone;
 }
 
-keel_status_t keel__cuda_staged_h2d(keel__cuda_stream_t *s, void *dst, const void *src, size_t bytes,
-                                    const char *fn)
+keel_status_t keel__gpu_staged_h2d(keel__gpu_stream_t *s, void *dst, const void *src, size_t bytes,
+                                   const char *fn)
 {
-    struct keel__cuda_staging *st;
+    struct keel__gpu_staging *st;
     keel_status_t status = staging_get(s->dev, fn, &st);
     if (status != KEEL_OK)
         return status;
@@ -286,31 +285,31 @@ keel_status_t keel__cuda_staged_h2d(keel__cuda_stream_t *s, void *dst, const voi
     for (int slot = 0; done < bytes; slot = (slot + 1) % STAGING_SLOTS) {
         size_t n = bytes - done < st->chunk ? bytes - done : st->chunk;
         if (st->used[slot] && (err = gpuEventSynchronize(st->done[slot])) != gpuSuccess) {
-            what = KEEL_GPU_CALL(gpuEventSynchronize) " on a staging buffer";
+            what = KEEL_GPU_NAME(gpuEventSynchronize) " on a staging buffer";
             break;
         }
         parallel_memcpy(st->buf[slot], (const char *)src + done, n);
         err = gpuMemcpyAsync((char *)dst + done, st->buf[slot], n, gpuMemcpyHostToDevice, s->stream);
         if (err != gpuSuccess) {
-            what = KEEL_GPU_CALL(gpuMemcpyAsync) " from a staging buffer";
+            what = KEEL_GPU_NAME(gpuMemcpyAsync) " from a staging buffer";
             break;
         }
         err = gpuEventRecord(st->done[slot], s->stream);
         if (err != gpuSuccess) {
-            what = KEEL_GPU_CALL(gpuEventRecord);
+            what = KEEL_GPU_NAME(gpuEventRecord);
             break;
         }
         st->used[slot] = 1;
         done += n;
     }
     pthread_mutex_unlock(&st->lock);
-    return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, fn, what);
+    return err == gpuSuccess ? KEEL_OK : keel__gpu_error(err, fn, what);
 }
 
-keel_status_t keel__cuda_staged_d2h(keel__cuda_stream_t *s, void *dst, const void *src, size_t bytes,
-                                    const char *fn)
+keel_status_t keel__gpu_staged_d2h(keel__gpu_stream_t *s, void *dst, const void *src, size_t bytes,
+                                   const char *fn)
 {
-    struct keel__cuda_staging *st;
+    struct keel__gpu_staging *st;
     keel_status_t status = staging_get(s->dev, fn, &st);
     if (status != KEEL_OK)
         return status;
@@ -328,17 +327,17 @@ keel_status_t keel__cuda_staged_d2h(keel__cuda_stream_t *s, void *dst, const voi
             size_t off = issued * chunk;
             size_t n = bytes - off < chunk ? bytes - off : chunk;
             if (st->used[slot] && (err = gpuStreamWaitEvent(s->stream, st->done[slot], 0)) != gpuSuccess) {
-                what = KEEL_GPU_CALL(gpuStreamWaitEvent) " on a staging buffer";
+                what = KEEL_GPU_NAME(gpuStreamWaitEvent) " on a staging buffer";
                 break;
             }
             err = gpuMemcpyAsync(st->buf[slot], (const char *)src + off, n, gpuMemcpyDeviceToHost, s->stream);
             if (err != gpuSuccess) {
-                what = KEEL_GPU_CALL(gpuMemcpyAsync) " into a staging buffer";
+                what = KEEL_GPU_NAME(gpuMemcpyAsync) " into a staging buffer";
                 break;
             }
             err = gpuEventRecord(st->done[slot], s->stream);
             if (err != gpuSuccess) {
-                what = KEEL_GPU_CALL(gpuEventRecord);
+                what = KEEL_GPU_NAME(gpuEventRecord);
                 break;
             }
             st->used[slot] = 1;
@@ -350,11 +349,11 @@ keel_status_t keel__cuda_staged_d2h(keel__cuda_stream_t *s, void *dst, const voi
         size_t n = bytes - off < chunk ? bytes - off : chunk;
         err = gpuEventSynchronize(st->done[slot]);
         if (err != gpuSuccess) {
-            what = KEEL_GPU_CALL(gpuEventSynchronize) " on a staging buffer";
+            what = KEEL_GPU_NAME(gpuEventSynchronize) " on a staging buffer";
             break;
         }
         parallel_memcpy((char *)dst + off, st->buf[slot], n);
     }
     pthread_mutex_unlock(&st->lock);
-    return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, fn, what);
+    return err == gpuSuccess ? KEEL_OK : keel__gpu_error(err, fn, what);
 }

@@ -1,36 +1,24 @@
 /* SPDX-License-Identifier: MIT */
-/* Streams, events, host callbacks and graph capture on a stream. */
+/* Streams, events, host callbacks (gpu_hostfn.c) and graph capture on a
+ * stream, for both GPU plugins. */
 #include <stdlib.h>
-#include "cuda_internal.h"
-#include "cuda_shared.h"
-
-gpuStream_t keel__cuda_stream(void *stream_ctx)
-{
-    /* The caller (a built-in operation) is about to enqueue on it. */
-    keel__cuda_stream_touch(stream_ctx);
-    return ((keel__cuda_stream_t *)stream_ctx)->stream;
-}
-
-int keel__cuda_stream_device(void *stream_ctx)
-{
-    return ((keel__cuda_stream_t *)stream_ctx)->dev->ordinal;
-}
+#include "gpu_internal.h"
 
 static keel_status_t stream_create(void *device_ctx, unsigned flags, int priority, void **stream_ctx)
 {
     (void)flags;
-    keel__cuda_device_t *dev = device_ctx;
-    keel__cuda_stream_t *s = calloc(1, sizeof *s);
+    keel__gpu_device_t *dev = device_ctx;
+    keel__gpu_stream_t *s = calloc(1, sizeof *s);
     if (s == NULL)
-        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_stream_create: no host memory");
+        return keel__gpu_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_stream_create: no host memory");
     /* Non-blocking: Keel streams, the default one included, never order
      * themselves implicitly with each other or CUDA's legacy stream. */
-    gpuError_t err = keel__cuda_use_device(dev);
+    gpuError_t err = keel__gpu_use_device(dev);
     if (err == gpuSuccess)
         err = KEEL_GPU_TRY(gpuStreamCreateWithPriority(&s->stream, gpuStreamNonBlocking, priority));
     if (err != gpuSuccess) {
         free(s);
-        return keel__cuda_error(err, "keel_stream_create", NULL);
+        return keel__gpu_error(err, "keel_stream_create", NULL);
     }
     s->dev = dev;
     pthread_mutex_init(&s->lock, NULL);
@@ -40,32 +28,32 @@ static keel_status_t stream_create(void *device_ctx, unsigned flags, int priorit
 
 static keel_status_t stream_destroy(void *stream_ctx)
 {
-    keel__cuda_stream_t *s = stream_ctx;
+    keel__gpu_stream_t *s = stream_ctx;
     gpuError_t err = gpuStreamSynchronize(s->stream);
-    keel__cuda_blas_stream_release(s);
-    keel__cuda_hostq_release(s);
+    keel__gpu_blas_stream_release(s);
+    keel__gpu_hostq_release(s);
     gpuError_t err2 = gpuStreamDestroy(s->stream);
     pthread_mutex_destroy(&s->lock);
     free(s);
     if (err == gpuSuccess)
         err = err2;
     if (err != gpuSuccess)
-        return keel__cuda_error(err, "keel_stream_destroy", NULL);
+        return keel__gpu_error(err, "keel_stream_destroy", NULL);
     return KEEL_OK;
 }
 
 static keel_status_t stream_synchronize(void *stream_ctx)
 {
-    keel__cuda_stream_t *s = stream_ctx;
+    keel__gpu_stream_t *s = stream_ctx;
     gpuError_t err = gpuStreamSynchronize(s->stream);
-    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
-        return keel__cuda_error(err, "keel_stream_synchronize", NULL);
+    if (KEEL_GPU_UNLIKELY(err != gpuSuccess))
+        return keel__gpu_error(err, "keel_stream_synchronize", NULL);
     return KEEL_OK;
 }
 
 static keel_status_t stream_query(void *stream_ctx)
 {
-    keel__cuda_stream_t *s = stream_ctx;
+    keel__gpu_stream_t *s = stream_ctx;
     gpuError_t err = gpuStreamQuery(s->stream);
     if (err == gpuSuccess)
         return KEEL_OK;
@@ -73,52 +61,52 @@ static keel_status_t stream_query(void *stream_ctx)
         (void)gpuGetLastError();
         return KEEL_ERROR_NOT_READY;
     }
-    return keel__cuda_error(err, "keel_stream_query", NULL);
+    return keel__gpu_error(err, "keel_stream_query", NULL);
 }
 
 static keel_status_t stream_wait_event(void *stream_ctx, void *event_ctx)
 {
-    keel__cuda_stream_t *s = stream_ctx;
-    keel__cuda_event_t *e = event_ctx;
+    keel__gpu_stream_t *s = stream_ctx;
+    keel__gpu_event_t *e = event_ctx;
     /* Works across devices too: CUDA events may be waited on by any device's stream. */
     gpuError_t err = KEEL_GPU_TRY(gpuStreamWaitEvent(s->stream, e->event, 0));
-    keel__cuda_stream_touch(s);
-    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
-        return keel__cuda_error(err, "keel_stream_wait_event", NULL);
+    keel__gpu_stream_touch(s);
+    if (KEEL_GPU_UNLIKELY(err != gpuSuccess))
+        return keel__gpu_error(err, "keel_stream_wait_event", NULL);
     return KEEL_OK;
 }
 
 static keel_status_t stream_launch_host_func(void *stream_ctx, keel_host_fn_t fn, void *user_data)
 {
-    return keel__cuda_launch_host_func(stream_ctx, fn, user_data);
+    return keel__gpu_launch_host_func(stream_ctx, fn, user_data);
 }
 
 static keel_status_t stream_begin_capture(void *stream_ctx)
 {
-    keel__cuda_stream_t *s = stream_ctx;
+    keel__gpu_stream_t *s = stream_ctx;
     /* Relaxed: other threads' CUDA calls, and lazily made state such as a
      * BLAS handle's workspace allocated during the capture, stay legal. */
     gpuError_t err = gpuStreamBeginCapture(s->stream, gpuStreamCaptureModeRelaxed);
-    keel__cuda_stream_touch(s);
+    keel__gpu_stream_touch(s);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, "keel_stream_begin_capture", NULL);
+        return keel__gpu_error(err, "keel_stream_begin_capture", NULL);
     return KEEL_OK;
 }
 
 static keel_status_t stream_end_capture(void *stream_ctx, void **graph_ctx)
 {
-    keel__cuda_stream_t *s = stream_ctx;
-    keel__cuda_graph_t *g = calloc(1, sizeof *g);
+    keel__gpu_stream_t *s = stream_ctx;
+    keel__gpu_graph_t *g = calloc(1, sizeof *g);
     gpuGraph_t graph = NULL;
     gpuError_t err = gpuStreamEndCapture(s->stream, &graph);
-    keel__cuda_stream_touch(s);
+    keel__gpu_stream_touch(s);
     if (err != gpuSuccess || g == NULL) {
         free(g);
         if (err == gpuSuccess) {
             (void)gpuGraphDestroy(graph);
-            return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_stream_end_capture: no host memory");
+            return keel__gpu_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_stream_end_capture: no host memory");
         }
-        return keel__cuda_error(err, "keel_stream_end_capture", NULL);
+        return keel__gpu_error(err, "keel_stream_end_capture", NULL);
     }
     g->graph = graph;
     g->dev = s->dev;
@@ -128,7 +116,7 @@ static keel_status_t stream_end_capture(void *stream_ctx, void **graph_ctx)
 
 static keel_status_t stream_get_native(void *stream_ctx, uintptr_t *native)
 {
-    *native = (uintptr_t)((keel__cuda_stream_t *)stream_ctx)->stream;
+    *native = (uintptr_t)((keel__gpu_stream_t *)stream_ctx)->stream;
     return KEEL_OK;
 }
 
@@ -137,26 +125,26 @@ static keel_status_t stream_get_native(void *stream_ctx, uintptr_t *native)
  * runtime's own legacy and per-thread default streams. */
 static keel_status_t stream_order_native(void *stream_ctx, uintptr_t native)
 {
-    keel__cuda_stream_t *s = stream_ctx;
+    keel__gpu_stream_t *s = stream_ctx;
     gpuEvent_t ev;
-    gpuError_t err = keel__cuda_use_device(s->dev);
+    gpuError_t err = keel__gpu_use_device(s->dev);
     if (err == gpuSuccess)
         err = KEEL_GPU_TRY(gpuEventCreateWithFlags(&ev, gpuEventDisableTiming));
     if (err != gpuSuccess)
-        return keel__cuda_error(err, "keel_stream_order_native", NULL);
+        return keel__gpu_error(err, "keel_stream_order_native", NULL);
     err = KEEL_GPU_TRY(gpuEventRecord(ev, s->stream));
-    keel__cuda_stream_touch(s);
+    keel__gpu_stream_touch(s);
     if (err == gpuSuccess)
         err = KEEL_GPU_TRY(gpuStreamWaitEvent((gpuStream_t)native, ev, 0));
     gpuError_t err2 = gpuEventDestroy(ev);
     if (err == gpuSuccess)
         err = err2;
     if (err != gpuSuccess)
-        return keel__cuda_error(err, "keel_stream_order_native", NULL);
+        return keel__gpu_error(err, "keel_stream_order_native", NULL);
     return KEEL_OK;
 }
 
-const keel_stream_vtable_t keel__cuda_stream_vtable = {
+const keel_stream_vtable_t keel__gpu_stream_vtable = {
     .struct_size = sizeof(keel_stream_vtable_t),
     .create = stream_create,
     .destroy = stream_destroy,
@@ -174,21 +162,21 @@ const keel_stream_vtable_t keel__cuda_stream_vtable = {
 
 static keel_status_t event_create(void *device_ctx, unsigned flags, void **event_ctx)
 {
-    keel__cuda_device_t *dev = device_ctx;
-    keel__cuda_event_t *e = calloc(1, sizeof *e);
+    keel__gpu_device_t *dev = device_ctx;
+    keel__gpu_event_t *e = calloc(1, sizeof *e);
     if (e == NULL)
-        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_event_create: no host memory");
+        return keel__gpu_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_event_create: no host memory");
     unsigned cf = gpuEventDefault;
     if (flags & KEEL_EVENT_DISABLE_TIMING)
         cf |= gpuEventDisableTiming;
     if (flags & KEEL_EVENT_BLOCKING_SYNC)
         cf |= gpuEventBlockingSync;
-    gpuError_t err = keel__cuda_use_device(dev);
+    gpuError_t err = keel__gpu_use_device(dev);
     if (err == gpuSuccess)
         err = KEEL_GPU_TRY(gpuEventCreateWithFlags(&e->event, cf));
     if (err != gpuSuccess) {
         free(e);
-        return keel__cuda_error(err, "keel_event_create", NULL);
+        return keel__gpu_error(err, "keel_event_create", NULL);
     }
     e->dev = dev;
     e->flags = flags;
@@ -198,23 +186,23 @@ static keel_status_t event_create(void *device_ctx, unsigned flags, void **event
 
 static keel_status_t event_destroy(void *event_ctx)
 {
-    keel__cuda_event_t *e = event_ctx;
+    keel__gpu_event_t *e = event_ctx;
     /* CUDA defers the release until pending waits on the event are done. */
     gpuError_t err = gpuEventDestroy(e->event);
     free(e);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, "keel_event_destroy", NULL);
+        return keel__gpu_error(err, "keel_event_destroy", NULL);
     return KEEL_OK;
 }
 
 static keel_status_t event_record(void *event_ctx, void *stream_ctx)
 {
-    keel__cuda_event_t *e = event_ctx;
-    keel__cuda_stream_t *s = stream_ctx;
+    keel__gpu_event_t *e = event_ctx;
+    keel__gpu_stream_t *s = stream_ctx;
     gpuError_t err = KEEL_GPU_TRY(gpuEventRecord(e->event, s->stream));
-    keel__cuda_stream_touch(s);
-    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
-        return keel__cuda_error(err, "keel_event_record", NULL);
+    keel__gpu_stream_touch(s);
+    if (KEEL_GPU_UNLIKELY(err != gpuSuccess))
+        return keel__gpu_error(err, "keel_event_record", NULL);
     if (!atomic_load_explicit(&e->recorded, memory_order_relaxed))
         atomic_store_explicit(&e->recorded, 1, memory_order_release);
     return KEEL_OK;
@@ -222,16 +210,16 @@ static keel_status_t event_record(void *event_ctx, void *stream_ctx)
 
 static keel_status_t event_synchronize(void *event_ctx)
 {
-    keel__cuda_event_t *e = event_ctx;
+    keel__gpu_event_t *e = event_ctx;
     gpuError_t err = gpuEventSynchronize(e->event);
-    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess))
-        return keel__cuda_error(err, "keel_event_synchronize", NULL);
+    if (KEEL_GPU_UNLIKELY(err != gpuSuccess))
+        return keel__gpu_error(err, "keel_event_synchronize", NULL);
     return KEEL_OK;
 }
 
 static keel_status_t event_query(void *event_ctx)
 {
-    keel__cuda_event_t *e = event_ctx;
+    keel__gpu_event_t *e = event_ctx;
     gpuError_t err = gpuEventQuery(e->event);
     if (err == gpuSuccess)
         return KEEL_OK;
@@ -239,37 +227,38 @@ static keel_status_t event_query(void *event_ctx)
         (void)gpuGetLastError();
         return KEEL_ERROR_NOT_READY;
     }
-    return keel__cuda_error(err, "keel_event_query", NULL);
+    return keel__gpu_error(err, "keel_event_query", NULL);
 }
 
 static keel_status_t event_elapsed_time(void *start_ctx, void *end_ctx, float *ms)
 {
     const char *fn = "keel_event_elapsed_time";
-    keel__cuda_event_t *a = start_ctx, *b = end_ctx;
+    keel__gpu_event_t *a = start_ctx, *b = end_ctx;
     if ((a->flags | b->flags) & KEEL_EVENT_DISABLE_TIMING)
-        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ARGUMENT,
-                                          "%s: the %s event was created with KEEL_EVENT_DISABLE_TIMING", fn,
-                                          (a->flags & KEEL_EVENT_DISABLE_TIMING) ? "start" : "end");
+        return keel__gpu_host->set_error(KEEL_ERROR_INVALID_ARGUMENT,
+                                         "%s: the %s event was created with KEEL_EVENT_DISABLE_TIMING", fn,
+                                         (a->flags & KEEL_EVENT_DISABLE_TIMING) ? "start" : "end");
     if (!atomic_load_explicit(&a->recorded, memory_order_acquire) ||
         !atomic_load_explicit(&b->recorded, memory_order_acquire))
-        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: the %s event was never recorded", fn,
-                                          atomic_load(&a->recorded) ? "end" : "start");
+        return keel__gpu_host->set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: the %s event was never recorded", fn,
+                                         atomic_load(&a->recorded) ? "end" : "start");
     if (a->dev != b->dev)
-        return keel__cuda_host->set_error(KEEL_ERROR_DEVICE_MISMATCH, "%s: events of cuda:%d and cuda:%d", fn,
-                                          a->dev->ordinal, b->dev->ordinal);
+        return keel__gpu_host->set_error(KEEL_ERROR_DEVICE_MISMATCH,
+                                         "%s: events of " KEEL_GPU_DEVICE_FMT " and " KEEL_GPU_DEVICE_FMT, fn,
+                                         a->dev->ordinal, b->dev->ordinal);
     float v = 0.0f;
     gpuError_t err = gpuEventElapsedTime(&v, a->event, b->event);
     if (err == gpuErrorNotReady) {
         (void)gpuGetLastError();
-        return keel__cuda_host->set_error(KEEL_ERROR_NOT_READY, "%s: an event is still pending", fn);
+        return keel__gpu_host->set_error(KEEL_ERROR_NOT_READY, "%s: an event is still pending", fn);
     }
     if (err != gpuSuccess)
-        return keel__cuda_error(err, fn, NULL);
+        return keel__gpu_error(err, fn, NULL);
     *ms = v;
     return KEEL_OK;
 }
 
-const keel_event_vtable_t keel__cuda_event_vtable = {
+const keel_event_vtable_t keel__gpu_event_vtable = {
     .struct_size = sizeof(keel_event_vtable_t),
     .create = event_create,
     .destroy = event_destroy,

@@ -1,16 +1,20 @@
 /* SPDX-License-Identifier: MIT */
-/* The vendor mapping of the GPU plugin for CUDA: the plugin's sources call
- * gpu* names, which resolve here to the CUDA runtime. The HIP plugin compiles
- * the same sources with a vendor_hip.h that maps them to hip*. Only names the
- * plugin uses are listed; where the vendors differ in more than the name
- * (modules, run-time compilation) the plugin keeps a vendor-specific file. */
+/* The vendor mapping of the GPU plugins for CUDA: the sources of
+ * backends/gpu call gpu* names, which resolve here to the CUDA runtime and,
+ * through keel__cu, the driver API. The HIP plugin compiles the same sources
+ * with vendor_hip.h, which maps them to hip*. Only names the sources use are
+ * listed; where the vendors differ in more than the name (probe, devices,
+ * errors, modules, run-time compilation, BLAS) each plugin keeps a file of
+ * its own (backends/cuda, backends/hip). Included by gpu_internal.h. */
 #ifndef KEEL_VENDOR_CUDA_H
 #define KEEL_VENDOR_CUDA_H
 
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include "backends/cuda/cuda_driver.h" /* keel__cu, for the driver-API names below */
 
 #define KEEL_GPU_VENDOR "NVIDIA"
+#define KEEL_GPU_RUNTIME "CUDA"
 #define KEEL_GPU_BACKEND_NAME "cuda"
 #define KEEL_GPU_DRIVER_LIBRARY "libcuda.so.1"
 #define KEEL_GPU_ARCH_PREFIX "sm_"
@@ -32,9 +36,10 @@ typedef CUfunction gpuFunction_t;
 typedef CUkernel gpuKernel_t;
 #define gpuDrvSuccess CUDA_SUCCESS
 #define gpuDrvErrorInvalidValue CUDA_ERROR_INVALID_VALUE
-/* The stream waits until *ptr >= value (ptr: mapped pinned memory); keel__cu is cuda_internal.h's. */
+/* The stream waits until *ptr >= value (ptr: mapped pinned memory). */
 #define gpuStreamWaitValueGeq(stream, ptr, value) \
     keel__cu.StreamWaitValue32((CUstream)(stream), (CUdeviceptr)(uintptr_t)(ptr), (value), CU_STREAM_WAIT_VALUE_GEQ)
+#define gpuStreamWaitValueName "cuStreamWaitValue32"
 #define gpuDrvGetErrorName(res, name) (void)keel__cu.GetErrorName((res), (name))
 
 #define gpuSuccess cudaSuccess

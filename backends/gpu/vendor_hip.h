@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* The vendor mapping of the GPU plugin for HIP: the gpu* names of
- * backends/cuda/vendor_cuda.h, resolved to the HIP runtime (ROCm 5.2 and
- * later), so that keel-hip.so compiles the CUDA plugin's vendor-neutral
- * sources unchanged. Where HIP lacks a call, the name is not defined here and
- * the HIP plugin's own file for that part says NOT_SUPPORTED instead (see
- * backends/hip/hip_internal.h for the list). */
+/* The vendor mapping of the GPU plugins for HIP: the gpu* names of
+ * vendor_cuda.h, resolved to the HIP runtime (ROCm 5.2 and later), so that
+ * keel-hip.so compiles the shared sources of backends/gpu unchanged. Where
+ * HIP lacks a call, the name is not defined here and the HIP plugin's own
+ * file for that part says NOT_SUPPORTED instead (see
+ * backends/hip/hip_internal.h for the list). Included by gpu_internal.h
+ * when KEEL_GPU_HIP is defined. */
 #ifndef KEEL_VENDOR_HIP_H
 #define KEEL_VENDOR_HIP_H
 
 #include <hip/hip_runtime_api.h>
 
 #define KEEL_GPU_VENDOR "AMD"
+#define KEEL_GPU_RUNTIME "HIP"
 #define KEEL_GPU_BACKEND_NAME "hip"
 #define KEEL_GPU_DRIVER_LIBRARY "libamdhip64.so.5"
 #define KEEL_GPU_ARCH_PREFIX "gfx"
@@ -36,6 +38,7 @@ typedef hipFunction_t gpuKernel_t;
 /* The stream waits until *ptr >= value (ptr: mapped pinned memory). */
 #define gpuStreamWaitValueGeq(stream, ptr, value) \
     hipStreamWaitValue32((stream), (void *)(ptr), (value), hipStreamWaitValueGte, 0xffffffffu)
+#define gpuStreamWaitValueName "hipStreamWaitValue32"
 #define gpuDrvGetErrorName(res, name) (void)(*(name) = hipGetErrorName(res))
 
 #define gpuSuccess hipSuccess

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* BLAS state for keel-hip.so: librocblas, opened at first use, and per
- * stream the scratch of the built-in operations and a rocBLAS handle (on
- * CUDA the cuBLASLt workspace doubles as that scratch).
+ * stream the scratch of the built-in operations (keel__gpu_ops_scratch; on
+ * CUDA the cuBLASLt workspace doubles as that scratch) and a rocBLAS handle.
  *
  * rocBLAS is not packaged in Debian 12, so keel-hip neither links it nor
  * needs its headers: hip_rocblas_load.c opens librocblas once, and without
@@ -16,32 +16,32 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include "hip_internal.h"
-#include "cuda_shared.h"
+#include "backends/gpu/gpu_ops.h"
 
 enum { SCRATCH_BYTES = 64 << 10 };   /* reduce partials: 8 KiB at least (ops_gpu.h) */
 
-struct keel__cuda_blas_ctx {
+struct keel__gpu_blas_ctx {
     void *scratch;                   /* device memory of the stream's device */
     _Atomic(keel__rocblas_handle_t) handle;
 };
 
 /* The stream's BLAS context with its scratch; made once, under the stream's lock. */
-static keel_status_t blas_ctx(keel__cuda_stream_t *s, keel__cuda_blas_ctx_t **out)
+static keel_status_t blas_ctx(keel__gpu_stream_t *s, keel__gpu_blas_ctx_t **out)
 {
-    keel__cuda_blas_ctx_t *b = atomic_load_explicit(&s->blas, memory_order_acquire);
+    keel__gpu_blas_ctx_t *b = atomic_load_explicit(&s->blas, memory_order_acquire);
     if (b == NULL) {
         pthread_mutex_lock(&s->lock);
         b = atomic_load_explicit(&s->blas, memory_order_relaxed);
         if (b == NULL) {
             b = calloc(1, sizeof *b);
-            gpuError_t err = b != NULL ? keel__cuda_use_device(s->dev) : gpuErrorMemoryAllocation;
+            gpuError_t err = b != NULL ? keel__gpu_use_device(s->dev) : gpuErrorMemoryAllocation;
             /* Not stream-ordered: a capture may be under way on this stream. */
             if (err == gpuSuccess)
                 err = gpuMalloc(&b->scratch, SCRATCH_BYTES);
             if (err != gpuSuccess) {
                 free(b);
                 pthread_mutex_unlock(&s->lock);
-                return keel__cuda_error(err, NULL, "allocating the operations' scratch");
+                return keel__gpu_error(err, NULL, "allocating the operations' scratch");
             }
             atomic_store_explicit(&s->blas, b, memory_order_release);
         }
@@ -51,9 +51,9 @@ static keel_status_t blas_ctx(keel__cuda_stream_t *s, keel__cuda_blas_ctx_t **ou
     return KEEL_OK;
 }
 
-keel_status_t keel__hip_scratch(void *stream_ctx, void **work, size_t *work_bytes)
+keel_status_t keel__gpu_ops_scratch(void *stream_ctx, void **work, size_t *work_bytes)
 {
-    keel__cuda_blas_ctx_t *b;
+    keel__gpu_blas_ctx_t *b;
     keel_status_t st = blas_ctx(stream_ctx, &b);
     if (st != KEEL_OK)
         return st;
@@ -77,11 +77,11 @@ static void rocblas_open(void)
 
 keel_status_t keel__hip_blas_unavailable(const char *keel_fn)
 {
-    return keel__cuda_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
-                                      "%s: not supported by the hip backend: it needs rocBLAS, which is not usable "
-                                      "here (%s). Debian 12 does not package rocBLAS; keel-hip does not use "
-                                      "hipBLASLt",
-                                      keel_fn, rocblas_why);
+    return keel__gpu_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
+                                     "%s: not supported by the hip backend: it needs rocBLAS, which is not usable "
+                                     "here (%s). Debian 12 does not package rocBLAS; keel-hip does not use "
+                                     "hipBLASLt",
+                                     keel_fn, rocblas_why);
 }
 
 keel_status_t keel__hip_rocblas_error(int status, const char *keel_fn, const char *call)
@@ -89,17 +89,17 @@ keel_status_t keel__hip_rocblas_error(int status, const char *keel_fn, const cha
     keel_status_t ks = status == KEEL_RB_STATUS_MEMORY_ERROR     ? KEEL_ERROR_OUT_OF_MEMORY
                        : status == KEEL_RB_STATUS_NOT_IMPLEMENTED ? KEEL_ERROR_NOT_SUPPORTED
                                                                   : KEEL_ERROR_BACKEND;
-    return keel__cuda_host->set_error(ks, "%s: %s: %s (%d)", keel_fn, call, keel__rocblas_status_name(status),
-                                      status);
+    return keel__gpu_host->set_error(ks, "%s: %s: %s (%d)", keel_fn, call, keel__rocblas_status_name(status),
+                                     status);
 }
 
 /* A rocBLAS handle on @p s's device, bound to its stream, with host scalars. */
-static keel_status_t handle_create(keel__cuda_stream_t *s, const char *keel_fn, keel__rocblas_handle_t *out)
+static keel_status_t handle_create(keel__gpu_stream_t *s, const char *keel_fn, keel__rocblas_handle_t *out)
 {
     keel__rocblas_handle_t h = NULL;
-    gpuError_t err = keel__cuda_use_device(s->dev);
+    gpuError_t err = keel__gpu_use_device(s->dev);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, keel_fn, "rocblas_create_handle");
+        return keel__gpu_error(err, keel_fn, "rocblas_create_handle");
     int rs = rocblas.create_handle(&h);
     const char *call = "rocblas_create_handle";
     if (rs == KEEL_RB_STATUS_SUCCESS) {
@@ -125,8 +125,8 @@ keel_status_t keel__hip_rocblas(void *stream_ctx, const char *keel_fn, const kee
     pthread_once(&rocblas_once, rocblas_open);
     if (!rocblas_ok)
         return keel__hip_blas_unavailable(keel_fn);
-    keel__cuda_stream_t *s = stream_ctx;
-    keel__cuda_blas_ctx_t *b;
+    keel__gpu_stream_t *s = stream_ctx;
+    keel__gpu_blas_ctx_t *b;
     keel_status_t st = blas_ctx(s, &b);
     if (st != KEEL_OK)
         return st;
@@ -140,18 +140,18 @@ keel_status_t keel__hip_rocblas(void *stream_ctx, const char *keel_fn, const kee
         if (st != KEEL_OK)
             return st;
     }
-    (void)keel__hip_stream(s); /* the caller enqueues through the handle */
+    (void)keel__gpu_op_stream(s); /* the caller enqueues through the handle */
     *api = &rocblas;
     *handle = h;
     return KEEL_OK;
 }
 
-void keel__cuda_blas_stream_release(keel__cuda_stream_t *s)
+void keel__gpu_blas_stream_release(keel__gpu_stream_t *s)
 {
-    keel__cuda_blas_ctx_t *b = atomic_exchange(&s->blas, NULL);
+    keel__gpu_blas_ctx_t *b = atomic_exchange(&s->blas, NULL);
     if (b == NULL)
         return;
-    (void)keel__cuda_use_device(s->dev);
+    (void)keel__gpu_use_device(s->dev);
     keel__rocblas_handle_t h = atomic_load(&b->handle);
     if (h != NULL) /* only made once the library loaded */
         (void)rocblas.destroy_handle(h);
@@ -160,7 +160,7 @@ void keel__cuda_blas_stream_release(keel__cuda_stream_t *s)
     free(b);
 }
 
-void keel__cuda_blas_device_release(keel__cuda_device_t *dev)
+void keel__gpu_blas_device_release(keel__gpu_device_t *dev)
 {
     (void)dev;
 }

@@ -10,22 +10,21 @@
 #include <string.h>
 #include <strings.h>
 #include "hip_internal.h"
-#include "cuda_shared.h"
 
 static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
 {
     (void)backend_ctx;
-    keel__cuda_device_t *dev = calloc(1, sizeof *dev);
+    keel__gpu_device_t *dev = calloc(1, sizeof *dev);
     if (dev == NULL)
-        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "no host memory");
+        return keel__gpu_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "no host memory");
     dev->ordinal = index;
     hipDeviceProp_t prop;
-    gpuError_t err = hipDeviceGet(&dev->cudev, index);
+    gpuError_t err = hipDeviceGet(&dev->gpudev, index);
     if (err == gpuSuccess)
         err = hipGetDeviceProperties(&prop, index);
     if (err != gpuSuccess) {
         free(dev);
-        return keel__cuda_error(err, NULL, "hipGetDeviceProperties");
+        return keel__gpu_error(err, NULL, "hipGetDeviceProperties");
     }
     pthread_mutex_init(&dev->lock, NULL);
     /* "gfx90a:sramecc+:xnack-": the architecture is the part before the features. */
@@ -47,7 +46,7 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
     atomic_init(&dev->stream_wait_value, !(hf != NULL && strcasecmp(hf, "cuda") == 0));
     if (dev->pools_supported) {
         uint64_t threshold = UINT64_MAX;
-        err = keel__cuda_use_device(dev);
+        err = keel__gpu_use_device(dev);
         if (err == gpuSuccess)
             err = gpuDeviceGetDefaultMemPool(&dev->pool, index);
         if (err == gpuSuccess)
@@ -55,7 +54,7 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
         if (err != gpuSuccess) {
             pthread_mutex_destroy(&dev->lock);
             free(dev);
-            return keel__cuda_error(err, NULL, "setting up the memory pool");
+            return keel__gpu_error(err, NULL, "setting up the memory pool");
         }
     }
     *device_ctx = dev;
@@ -64,11 +63,11 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
 
 static void dev_close(void *device_ctx)
 {
-    keel__cuda_device_t *dev = device_ctx;
+    keel__gpu_device_t *dev = device_ctx;
     if (dev == NULL)
         return;
-    keel__cuda_staging_destroy(dev);
-    keel__cuda_blas_device_release(dev);
+    keel__gpu_staging_destroy(dev);
+    keel__gpu_blas_device_release(dev);
     pthread_mutex_destroy(&dev->lock);
     free(dev);
 }
@@ -76,11 +75,11 @@ static void dev_close(void *device_ctx)
 static keel_status_t dev_get_properties(void *device_ctx, keel_device_properties_t *p)
 {
     const char *fn = "keel_device_get_properties";
-    keel__cuda_device_t *dev = device_ctx;
+    keel__gpu_device_t *dev = device_ctx;
     hipDeviceProp_t prop;
     gpuError_t err = hipGetDeviceProperties(&prop, dev->ordinal);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, fn, "hipGetDeviceProperties");
+        return keel__gpu_error(err, fn, "hipGetDeviceProperties");
     snprintf(p->name, sizeof p->name, "%s", prop.name);
     snprintf(p->vendor, sizeof p->vendor, "%s", KEEL_GPU_VENDOR);
     snprintf(p->architecture, sizeof p->architecture, "%s", dev->arch);
@@ -109,44 +108,44 @@ static keel_status_t dev_get_properties(void *device_ctx, keel_device_properties
     int least = 0, greatest = 0;
     err = gpuDeviceGetStreamPriorityRange(&least, &greatest);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, fn, "hipDeviceGetStreamPriorityRange");
+        return keel__gpu_error(err, fn, "hipDeviceGetStreamPriorityRange");
     p->stream_priorities = least != greatest;
     size_t free_b = 0, total_b = 0;
-    err = keel__cuda_use_device(dev);
+    err = keel__gpu_use_device(dev);
     if (err == gpuSuccess)
         err = gpuMemGetInfo(&free_b, &total_b);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, fn, "hipMemGetInfo");
+        return keel__gpu_error(err, fn, "hipMemGetInfo");
     p->free_memory = free_b;
     return KEEL_OK;
 }
 
 static keel_status_t dev_synchronize(void *device_ctx)
 {
-    gpuError_t err = keel__cuda_use_device(device_ctx);
+    gpuError_t err = keel__gpu_use_device(device_ctx);
     if (err == gpuSuccess)
         err = gpuDeviceSynchronize();
-    return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, "keel_device_synchronize", NULL);
+    return err == gpuSuccess ? KEEL_OK : keel__gpu_error(err, "keel_device_synchronize", NULL);
 }
 
 static keel_status_t dev_memory_info(void *device_ctx, size_t *free_bytes, size_t *total_bytes)
 {
-    gpuError_t err = keel__cuda_use_device(device_ctx);
+    gpuError_t err = keel__gpu_use_device(device_ctx);
     if (err == gpuSuccess)
         err = gpuMemGetInfo(free_bytes, total_bytes);
-    return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, "keel_device_memory_info", "hipMemGetInfo");
+    return err == gpuSuccess ? KEEL_OK : keel__gpu_error(err, "keel_device_memory_info", "hipMemGetInfo");
 }
 
 static keel_status_t dev_can_access_peer(void *device_ctx, void *peer_device_ctx, int *can_access)
 {
-    keel__cuda_device_t *dev = device_ctx, *peer = peer_device_ctx;
+    keel__gpu_device_t *dev = device_ctx, *peer = peer_device_ctx;
     int v = dev->ordinal == peer->ordinal;
     if (!v) {
         gpuError_t err = gpuDeviceCanAccessPeer(&v, dev->ordinal, peer->ordinal);
         if (err != gpuSuccess)
-            return keel__cuda_error(err, "keel_device_can_access_peer", NULL);
+            return keel__gpu_error(err, "keel_device_can_access_peer", NULL);
         /* As on CUDA: "can access" means a kernel may touch peer memory now. */
-        if (v && (err = keel__cuda_use_device(dev)) == gpuSuccess)
+        if (v && (err = keel__gpu_use_device(dev)) == gpuSuccess)
             err = hipDeviceEnablePeerAccess(peer->ordinal, 0);
         if (err != gpuSuccess && err != hipErrorPeerAccessAlreadyEnabled)
             v = 0;
@@ -158,13 +157,13 @@ static keel_status_t dev_can_access_peer(void *device_ctx, void *peer_device_ctx
 
 static keel_status_t dev_stream_priority_range(void *device_ctx, int *least, int *greatest)
 {
-    gpuError_t err = keel__cuda_use_device(device_ctx);
+    gpuError_t err = keel__gpu_use_device(device_ctx);
     if (err == gpuSuccess)
         err = gpuDeviceGetStreamPriorityRange(least, greatest);
-    return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, "keel_device_stream_priority_range", NULL);
+    return err == gpuSuccess ? KEEL_OK : keel__gpu_error(err, "keel_device_stream_priority_range", NULL);
 }
 
-const keel_device_vtable_t keel__cuda_device_vtable = {
+const keel_device_vtable_t keel__gpu_device_vtable = {
     .struct_size = sizeof(keel_device_vtable_t),
     .open = dev_open,
     .close = dev_close,

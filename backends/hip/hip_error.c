@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* HIP errors as Keel statuses: the counterpart of cuda_error.c for the
- * shared sources' keel__cuda_error and keel__cu_error (HIP has one error
- * type for runtime and module calls). */
-#include "cuda_internal.h"
-#include "cuda_shared.h"
+/* HIP errors as Keel statuses: the counterpart of backends/cuda/cuda_error.c
+ * for the shared sources' keel__gpu_error and keel__gpu_drv_error (HIP has
+ * one error type for runtime and module calls). */
+#include "backends/gpu/gpu_internal.h"
 
-keel_status_t keel__cuda_status_of(int err)
+keel_status_t keel__gpu_status_of(int err)
 {
     switch ((hipError_t)err) {
     case hipSuccess:
@@ -70,24 +69,24 @@ keel_status_t keel__cuda_status_of(int err)
     }
 }
 
-keel_status_t keel__cu_error_as(hipError_t err, keel_status_t st, const char *keel_fn, const char *what)
+keel_status_t keel__gpu_drv_error_as(hipError_t err, keel_status_t st, const char *keel_fn, const char *what)
 {
-    if (KEEL_CUDA_UNLIKELY(keel__gpu_fault_pending) && err == KEEL_GPU_FAULT_ERROR)
+    if (KEEL_GPU_UNLIKELY(keel__gpu_fault_pending) && err == KEEL_GPU_FAULT_ERROR)
         return keel__gpu_fault_report(keel_fn, what);
-    /* Clears the runtime's record of a non-sticky error (see cuda_error.c). */
+    /* Clears the runtime's record of a non-sticky error (see backends/cuda/cuda_error.c). */
     (void)hipGetLastError();
     int has_what = what != NULL && what[0] != '\0';
-    return keel__cuda_host->set_error(st, "%s%s%s: %s%s%s%s", keel_fn ? keel_fn : "", keel_fn ? ": " : "",
-                                      hipGetErrorName(err), hipGetErrorString(err), has_what ? " (" : "",
-                                      has_what ? what : "", has_what ? ")" : "");
+    return keel__gpu_host->set_error(st, "%s%s%s: %s%s%s%s", keel_fn ? keel_fn : "", keel_fn ? ": " : "",
+                                     hipGetErrorName(err), hipGetErrorString(err), has_what ? " (" : "",
+                                     has_what ? what : "", has_what ? ")" : "");
 }
 
-keel_status_t keel__cu_error(hipError_t err, const char *keel_fn, const char *what)
+keel_status_t keel__gpu_drv_error(hipError_t err, const char *keel_fn, const char *what)
 {
-    return keel__cu_error_as(err, keel__cuda_status_of((int)err), keel_fn, what);
+    return keel__gpu_drv_error_as(err, keel__gpu_status_of((int)err), keel_fn, what);
 }
 
-keel_status_t keel__cuda_error(hipError_t err, const char *keel_fn, const char *what)
+keel_status_t keel__gpu_error(hipError_t err, const char *keel_fn, const char *what)
 {
-    return keel__cu_error(err, keel_fn, what);
+    return keel__gpu_drv_error(err, keel_fn, what);
 }

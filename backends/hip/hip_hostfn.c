@@ -2,7 +2,7 @@
 /* hipLaunchHostFunc, where the installed libamdhip64 has it. ROCm 5.2
  * declares it in hip_runtime_api.h without exporting it, so a direct call
  * would keep keel-hip.so from loading at all. Host functions normally run on
- * the stream's own thread (cuda_hostfn.c, through hipStreamWaitValue32); this
+ * the stream's own thread (backends/gpu/gpu_hostfn.c, through hipStreamWaitValue32); this
  * is only the path for graph capture and KEEL_CUDA_HOST_FUNCS=cuda. */
 #include <dlfcn.h>
 #include <stdatomic.h>

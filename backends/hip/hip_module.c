@@ -7,24 +7,23 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "hip_internal.h"
-#include "cuda_shared.h"
 
-static keel_status_t finish_load(keel__cuda_device_t *dev, gpuError_t err, hipModule_t mod, const char *fn,
+static keel_status_t finish_load(keel__gpu_device_t *dev, gpuError_t err, hipModule_t mod, const char *fn,
                                  const char *what, void **module_ctx)
 {
     if (err != gpuSuccess) {
         char detail[256];
         snprintf(detail, sizeof detail, "%s for %s", what, dev->arch);
         /* An image the loader rejects is a compile failure, whatever the code. */
-        keel_status_t st = keel__cuda_status_of((int)err);
+        keel_status_t st = keel__gpu_status_of((int)err);
         if (st == KEEL_ERROR_INVALID_ARGUMENT || st == KEEL_ERROR_BACKEND)
             st = KEEL_ERROR_COMPILE_FAILED;
-        return keel__cu_error_as(err, st, fn, detail);
+        return keel__gpu_drv_error_as(err, st, fn, detail);
     }
-    keel__cuda_module_t *m = calloc(1, sizeof *m);
+    keel__gpu_module_t *m = calloc(1, sizeof *m);
     if (m == NULL) {
         (void)hipModuleUnload(mod);
-        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: no host memory", fn);
+        return keel__gpu_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "%s: no host memory", fn);
     }
     m->library = mod;
     m->dev = dev;
@@ -32,10 +31,10 @@ static keel_status_t finish_load(keel__cuda_device_t *dev, gpuError_t err, hipMo
     return KEEL_OK;
 }
 
-static keel_status_t load_image(keel__cuda_device_t *dev, const void *image, const char *fn, void **module_ctx)
+static keel_status_t load_image(keel__gpu_device_t *dev, const void *image, const char *fn, void **module_ctx)
 {
     hipModule_t mod = NULL;
-    gpuError_t err = keel__cuda_use_device(dev);
+    gpuError_t err = keel__gpu_use_device(dev);
     if (err == gpuSuccess)
         err = KEEL_GPU_TRY(hipModuleLoadData(&mod, image));
     return finish_load(dev, err, mod, fn, "loading the code object", module_ctx);
@@ -49,11 +48,11 @@ static keel_status_t mod_load_data(void *device_ctx, const void *image, size_t s
 
 static keel_status_t mod_load_file(void *device_ctx, const char *path, void **module_ctx)
 {
-    keel__cuda_device_t *dev = device_ctx;
+    keel__gpu_device_t *dev = device_ctx;
     if (access(path, R_OK) != 0)
-        return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND, "keel_module_load_file: cannot read '%s'", path);
+        return keel__gpu_host->set_error(KEEL_ERROR_NOT_FOUND, "keel_module_load_file: cannot read '%s'", path);
     hipModule_t mod = NULL;
-    gpuError_t err = keel__cuda_use_device(dev);
+    gpuError_t err = keel__gpu_use_device(dev);
     if (err == gpuSuccess)
         err = KEEL_GPU_TRY(hipModuleLoad(&mod, path));
     return finish_load(dev, err, mod, "keel_module_load_file", path, module_ctx);
@@ -62,7 +61,7 @@ static keel_status_t mod_load_file(void *device_ctx, const char *path, void **mo
 static keel_status_t mod_compile(void *device_ctx, const char *source, const char *name,
                                  const char *const *options, int num_options, void **module_ctx)
 {
-    keel__cuda_device_t *dev = device_ctx;
+    keel__gpu_device_t *dev = device_ctx;
     void *image = NULL;
     size_t size = 0;
     keel_status_t st = keel__hip_rtc_compile(dev, source, name, options, num_options, &image, &size);
@@ -75,29 +74,29 @@ static keel_status_t mod_compile(void *device_ctx, const char *source, const cha
 
 static keel_status_t mod_unload(void *module_ctx)
 {
-    keel__cuda_module_t *m = module_ctx;
+    keel__gpu_module_t *m = module_ctx;
     gpuError_t err = hipModuleUnload(m->library);
     free(m);
-    return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, "keel_module_unload", NULL);
+    return err == gpuSuccess ? KEEL_OK : keel__gpu_error(err, "keel_module_unload", NULL);
 }
 
 static keel_status_t mod_get_kernel(void *module_ctx, const char *name, void **kernel_ctx)
 {
-    keel__cuda_module_t *m = module_ctx;
+    keel__gpu_module_t *m = module_ctx;
     hipFunction_t f = NULL;
     gpuError_t err = hipModuleGetFunction(&f, m->library, name);
     if (err == hipErrorNotFound || err == hipErrorInvalidValue || err == hipErrorInvalidDeviceFunction) {
         (void)gpuGetLastError();
-        return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND,
-                                          "keel_module_get_kernel: the module has no kernel '%s' (extern \"C\" "
-                                          "kernels keep their name; C++ ones are mangled)",
-                                          name);
+        return keel__gpu_host->set_error(KEEL_ERROR_NOT_FOUND,
+                                         "keel_module_get_kernel: the module has no kernel '%s' (extern \"C\" "
+                                         "kernels keep their name; C++ ones are mangled)",
+                                         name);
     }
     if (err != gpuSuccess)
-        return keel__cuda_error(err, "keel_module_get_kernel", name);
-    keel__cuda_kernel_t *k = calloc(1, sizeof *k);
+        return keel__gpu_error(err, "keel_module_get_kernel", name);
+    keel__gpu_kernel_t *k = calloc(1, sizeof *k);
     if (k == NULL)
-        return keel__cuda_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_module_get_kernel: no host memory");
+        return keel__gpu_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_module_get_kernel: no host memory");
     k->fn = f;
     k->kernel = f;
     k->dev = m->dev;
@@ -113,19 +112,19 @@ static void kern_release(void *kernel_ctx)
 static keel_status_t kern_launch(void *kernel_ctx, keel_dim3_t grid, keel_dim3_t block, size_t shared_bytes,
                                  void *stream_ctx, void **args)
 {
-    const keel__cuda_kernel_t *k = kernel_ctx;
-    keel__cuda_stream_t *s = stream_ctx;
+    const keel__gpu_kernel_t *k = kernel_ctx;
+    keel__gpu_stream_t *s = stream_ctx;
     gpuError_t err = shared_bytes > UINT_MAX ? hipErrorInvalidValue
                                              : KEEL_GPU_TRY(hipModuleLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x,
                                                                                   block.y, block.z,
                                                                                   (unsigned)shared_bytes, s->stream,
                                                                                   args, NULL));
-    keel__cuda_stream_touch(s);
-    if (KEEL_CUDA_UNLIKELY(err != gpuSuccess)) {
+    keel__gpu_stream_touch(s);
+    if (KEEL_GPU_UNLIKELY(err != gpuSuccess)) {
         char what[160];
         snprintf(what, sizeof what, "grid (%u,%u,%u), block (%u,%u,%u), %zu bytes of dynamic shared memory on hip:%d",
                  grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, k->dev->ordinal);
-        return keel__cuda_error(err, "keel_launch_kernel", what);
+        return keel__gpu_error(err, "keel_launch_kernel", what);
     }
     return KEEL_OK;
 }
@@ -133,7 +132,7 @@ static keel_status_t kern_launch(void *kernel_ctx, keel_dim3_t grid, keel_dim3_t
 static keel_status_t kern_get_attribute(void *kernel_ctx, keel_kernel_attribute_t attr, int *value)
 {
     const char *fn = "keel_kernel_get_attribute";
-    const keel__cuda_kernel_t *k = kernel_ctx;
+    const keel__gpu_kernel_t *k = kernel_ctx;
     hipFunction_attribute a;
     switch (attr) {
     case KEEL_KERNEL_ATTR_MAX_THREADS_PER_BLOCK:
@@ -152,17 +151,17 @@ static keel_status_t kern_get_attribute(void *kernel_ctx, keel_kernel_attribute_
         a = HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
         break;
     case KEEL_KERNEL_ATTR_NUM_ARGS:
-        return keel__cuda_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
-                                          "%s: the hip backend cannot count a kernel's parameters (HIP has no "
-                                          "counterpart of cuKernelGetParamInfo)",
-                                          fn);
+        return keel__gpu_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
+                                         "%s: the hip backend cannot count a kernel's parameters (HIP has no "
+                                         "counterpart of cuKernelGetParamInfo)",
+                                         fn);
     default:
-        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: unknown attribute %d", fn, (int)attr);
+        return keel__gpu_host->set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: unknown attribute %d", fn, (int)attr);
     }
     int v = 0;
     gpuError_t err = hipFuncGetAttribute(&v, a, k->fn);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, fn, NULL);
+        return keel__gpu_error(err, fn, NULL);
     *value = v;
     return KEEL_OK;
 }
@@ -171,16 +170,16 @@ static keel_status_t kern_set_max_dynamic_shared(void *kernel_ctx, size_t bytes)
 {
     /* AMD has no opt-in: a block may use the device's whole LDS per block
      * from the start, and no more than that. */
-    const keel__cuda_kernel_t *k = kernel_ctx;
+    const keel__gpu_kernel_t *k = kernel_ctx;
     int limit = 0;
     gpuError_t err = gpuDeviceGetAttribute(&limit, gpuAttrSharedPerBlock, k->dev->ordinal);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, "keel_kernel_set_max_dynamic_shared", NULL);
+        return keel__gpu_error(err, "keel_kernel_set_max_dynamic_shared", NULL);
     if (bytes > (size_t)limit)
-        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ARGUMENT,
-                                          "keel_kernel_set_max_dynamic_shared: %zu bytes exceed the %d bytes of "
-                                          "shared memory (LDS) a block may use on hip:%d",
-                                          bytes, limit, k->dev->ordinal);
+        return keel__gpu_host->set_error(KEEL_ERROR_INVALID_ARGUMENT,
+                                         "keel_kernel_set_max_dynamic_shared: %zu bytes exceed the %d bytes of "
+                                         "shared memory (LDS) a block may use on hip:%d",
+                                         bytes, limit, k->dev->ordinal);
     return KEEL_OK;
 }
 
@@ -191,22 +190,22 @@ static keel_status_t kern_set_max_dynamic_shared(void *kernel_ctx, size_t bytes)
 static keel_status_t kern_max_active_blocks(void *kernel_ctx, int block_threads, size_t shared_bytes,
                                             int *blocks)
 {
-    const keel__cuda_kernel_t *k = kernel_ctx;
+    const keel__gpu_kernel_t *k = kernel_ctx;
     int n = 0, max_threads = 0, max_shared = 0;
     gpuError_t err = hipFuncGetAttribute(&max_threads, HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->fn);
     if (err == gpuSuccess)
         err = gpuDeviceGetAttribute(&max_shared, gpuAttrSharedPerBlock, k->dev->ordinal);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, "keel_kernel_max_active_blocks", NULL);
+        return keel__gpu_error(err, "keel_kernel_max_active_blocks", NULL);
     if (block_threads > max_threads || shared_bytes > (size_t)max_shared) {
         *blocks = 0;
         return KEEL_OK;
     }
-    err = keel__cuda_use_device(k->dev);
+    err = keel__gpu_use_device(k->dev);
     if (err == gpuSuccess)
         err = hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(&n, k->fn, block_threads, shared_bytes);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, "keel_kernel_max_active_blocks", NULL);
+        return keel__gpu_error(err, "keel_kernel_max_active_blocks", NULL);
     *blocks = n;
     return KEEL_OK;
 }
@@ -214,10 +213,10 @@ static keel_status_t kern_max_active_blocks(void *kernel_ctx, int block_threads,
 /* A __device__ or __constant__ variable of the code object. */
 static keel_status_t mod_get_global(void *module_ctx, const char *name, void **ptr, size_t *bytes)
 {
-    keel__cuda_module_t *m = module_ctx;
+    keel__gpu_module_t *m = module_ctx;
     hipDeviceptr_t dptr = NULL;
     size_t size = 0;
-    gpuError_t err = keel__cuda_use_device(m->dev);
+    gpuError_t err = keel__gpu_use_device(m->dev);
     if (err == gpuSuccess)
         err = hipModuleGetGlobal(&dptr, &size, m->library, name);
     if (err == hipErrorNotFound || err == hipErrorInvalidValue || err == hipErrorInvalidSymbol) {
@@ -226,21 +225,21 @@ static keel_status_t mod_get_global(void *module_ctx, const char *name, void **p
         int is_kernel = hipModuleGetFunction(&f, m->library, name) == gpuSuccess;
         (void)gpuGetLastError();
         if (is_kernel)
-            return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND,
-                                              "keel_module_get_global: '%s' is a kernel of the module, not a "
-                                              "variable (look it up with keel_module_get_kernel)", name);
-        return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND,
-                                          "keel_module_get_global: the module has no variable '%s' (a __device__ or "
-                                          "__constant__ variable at namespace scope keeps its name)", name);
+            return keel__gpu_host->set_error(KEEL_ERROR_NOT_FOUND,
+                                             "keel_module_get_global: '%s' is a kernel of the module, not a "
+                                             "variable (look it up with keel_module_get_kernel)", name);
+        return keel__gpu_host->set_error(KEEL_ERROR_NOT_FOUND,
+                                         "keel_module_get_global: the module has no variable '%s' (a __device__ or "
+                                         "__constant__ variable at namespace scope keeps its name)", name);
     }
     if (err != gpuSuccess)
-        return keel__cuda_error(err, "keel_module_get_global", name);
+        return keel__gpu_error(err, "keel_module_get_global", name);
     *ptr = (void *)dptr;
     *bytes = size;
     return KEEL_OK;
 }
 
-const keel_kernel_vtable_t keel__cuda_kernel_vtable = {
+const keel_kernel_vtable_t keel__gpu_kernel_vtable = {
     .struct_size = sizeof(keel_kernel_vtable_t),
     .module_load_data = mod_load_data,
     .module_load_file = mod_load_file,

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* keel_gemm, keel_gemv and keel_dense on HIP, through rocBLAS (opened by
- * hip_blas.c at first use; without it they answer NOT_SUPPORTED).
+/* keel_gemm, keel_gemv and keel_dense on HIP (the hooks of
+ * backends/gpu/gpu_ops.h), through rocBLAS (opened by hip_blas.c at first
+ * use; without it they answer NOT_SUPPORTED).
  *
  * GEMM: rocblas_gemm_ex, or rocblas_gemm_strided_batched_ex for a batch,
  * column-major as the core hands it over (a row-major call arrives with its
@@ -15,9 +16,7 @@
  * rocBLAS does not read C, so the dense layer's Y need not be initialised. */
 #include <limits.h>
 #include "hip_internal.h"
-#include "cuda_shared.h"
-#include "keel/backend_ops.h"
-#include "kernels/gpu/ops_gpu.h"
+#include "backends/gpu/gpu_ops.h"
 
 static int rb_type(keel_dtype_t dt)
 {
@@ -42,10 +41,10 @@ static int fits(size_t v)
 
 static keel_status_t too_big(const char *keel_fn)
 {
-    return keel__cuda_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
-                                      "%s: a dimension, leading dimension, increment or batch count above 2^31-1 "
-                                      "is not supported by the hip backend (rocBLAS takes 32-bit sizes)",
-                                      keel_fn);
+    return keel__gpu_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
+                                     "%s: a dimension, leading dimension, increment or batch count above 2^31-1 "
+                                     "is not supported by the hip backend (rocBLAS takes 32-bit sizes)",
+                                     keel_fn);
 }
 
 /* One column-major product C = alpha op(A) op(B) + beta C (a strided batch
@@ -94,12 +93,8 @@ static keel_status_t run_product(void *ctx, const char *keel_fn, const product_t
     return KEEL_OK;
 }
 
-keel_status_t keel__hip_gemm(void *ctx, const keel_gemm_params_t *p)
+keel_status_t keel__gpu_blas_gemm(void *ctx, const keel_gemm_params_t *p)
 {
-    if (p->k == 0) /* C = beta C: no product to run */
-        return keel__hip_launched(keel__gpu_scale(keel__hip_stream(ctx), (int)p->c_type, p->m, p->n, p->c, p->ldc,
-                                                  p->batch_count, p->stride_c, p->beta),
-                                  "keel_gemm");
     product_t q = {
         .ta = p->transa == KEEL_TRANS, .tb = p->transb == KEEL_TRANS,
         .m = p->m, .n = p->n, .k = p->k, .alpha = p->alpha, .beta = p->beta,
@@ -133,14 +128,11 @@ static keel_status_t gemv_blas(void *ctx, const keel_gemv_args_t *g, int t)
     return KEEL_OK;
 }
 
-keel_status_t keel__hip_gemv(void *ctx, const keel_gemv_args_t *g)
+keel_status_t keel__gpu_blas_gemv(void *ctx, const keel_gemv_args_t *g)
 {
     static const char fn[] = "keel_gemv";
     int t = g->trans == KEEL_TRANS;
     size_t xlen = t ? g->m : g->n, ylen = t ? g->n : g->m;
-    if (xlen == 0) /* y = beta y; BLAS would leave y alone */
-        return keel__hip_launched(
-            keel__gpu_scale(keel__hip_stream(ctx), (int)g->dtype, 1, ylen, g->y, g->incy, 1, 0, g->beta), fn);
     if (!fits(g->m) || !fits(g->n) || !fits(g->lda) || !fits(g->incx) || !fits(g->incy))
         return too_big(fn);
     if (g->dtype == KEEL_F32 || g->dtype == KEEL_F64)
@@ -155,13 +147,13 @@ keel_status_t keel__hip_gemv(void *ctx, const keel_gemv_args_t *g)
     return run_product(ctx, fn, &q);
 }
 
-keel_status_t keel__hip_dense(void *ctx, const keel_dense_params_t *p)
+keel_status_t keel__gpu_blas_dense(void *ctx, const keel_dense_params_t *p)
 {
     static const char fn[] = "keel_dense";
     int col = p->layout == KEEL_COL_MAJOR, tw = p->transw == KEEL_TRANS;
     keel_status_t st;
     if (p->k == 0) { /* Y = 0 before the bias and activation */
-        st = keel__hip_launched(keel__gpu_scale(keel__hip_stream(ctx), (int)p->dtype, col ? p->m : p->n,
+        st = keel__gpu_launched(keel__gpu_scale(keel__gpu_op_stream(ctx), (int)p->dtype, col ? p->m : p->n,
                                                 col ? p->n : p->m, p->y, p->ldy, 1, 0, 0.0),
                                 fn);
     } else {
@@ -176,7 +168,7 @@ keel_status_t keel__hip_dense(void *ctx, const keel_dense_params_t *p)
     }
     if (st != KEEL_OK || (p->bias == NULL && p->act == KEEL_ACT_NONE))
         return st;
-    return keel__hip_launched(
-        keel__gpu_bias_act(keel__hip_stream(ctx), (int)p->dtype, col, p->m, p->n, p->y, p->ldy, p->bias, (int)p->act),
+    return keel__gpu_launched(
+        keel__gpu_bias_act(keel__gpu_op_stream(ctx), (int)p->dtype, col, p->m, p->n, p->y, p->ldy, p->bias, (int)p->act),
         fn);
 }

@@ -9,17 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hip_internal.h"
-#include "cuda_shared.h"
 
 #ifndef KEEL_HAVE_HIPRTC
 /* configure found no hiprtc to link (config/keel_hip.m4). */
-keel_status_t keel__hip_rtc_compile(const keel__cuda_device_t *dev, const char *source, const char *name,
+keel_status_t keel__hip_rtc_compile(const keel__gpu_device_t *dev, const char *source, const char *name,
                                     const char *const *options, int num_options, void **image, size_t *size)
 {
     (void)dev, (void)source, (void)name, (void)options, (void)num_options, (void)image, (void)size;
-    return keel__cuda_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
-                                      "keel_module_compile: this keel-hip was built without hiprtc (ROCm's run-time "
-                                      "compiler); load a code object built with hipcc --genco instead");
+    return keel__gpu_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
+                                     "keel_module_compile: this keel-hip was built without hiprtc (ROCm's run-time "
+                                     "compiler); load a code object built with hipcc --genco instead");
 }
 #else
 #include <hip/hiprtc.h>
@@ -37,23 +36,23 @@ static keel_status_t rtc_fail(hiprtcProgram prog, hiprtcResult res, const char *
                        : res == HIPRTC_ERROR_INVALID_OPTION || res == HIPRTC_ERROR_INVALID_INPUT
                            ? KEEL_ERROR_INVALID_ARGUMENT
                            : KEEL_ERROR_COMPILE_FAILED;
-    st = keel__cuda_host->set_error(st, "keel_module_compile: hiprtc: %s compiling '%s'%s%s", hiprtcGetErrorString(res),
-                                    name, log != NULL && log[0] ? "; log: " : "", log != NULL ? log : "");
+    st = keel__gpu_host->set_error(st, "keel_module_compile: hiprtc: %s compiling '%s'%s%s", hiprtcGetErrorString(res),
+                                   name, log != NULL && log[0] ? "; log: " : "", log != NULL ? log : "");
     free(log);
     return st;
 }
 
-keel_status_t keel__hip_rtc_compile(const keel__cuda_device_t *dev, const char *source, const char *name,
+keel_status_t keel__hip_rtc_compile(const keel__gpu_device_t *dev, const char *source, const char *name,
                                     const char *const *options, int num_options, void **image, size_t *size)
 {
     if (num_options < 0 || num_options > MAX_OPTIONS - 1)
-        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ARGUMENT,
-                                          "keel_module_compile: %d options (at most %d)", num_options,
-                                          MAX_OPTIONS - 1);
+        return keel__gpu_host->set_error(KEEL_ERROR_INVALID_ARGUMENT,
+                                         "keel_module_compile: %d options (at most %d)", num_options,
+                                         MAX_OPTIONS - 1);
     hipDeviceProp_t prop;
     gpuError_t err = hipGetDeviceProperties(&prop, dev->ordinal);
     if (err != gpuSuccess)
-        return keel__cuda_error(err, "keel_module_compile", "hipGetDeviceProperties");
+        return keel__gpu_error(err, "keel_module_compile", "hipGetDeviceProperties");
     char arch[300];
     snprintf(arch, sizeof arch, "--gpu-architecture=%s", prop.gcnArchName);
     const char *opts[MAX_OPTIONS];
@@ -62,7 +61,7 @@ keel_status_t keel__hip_rtc_compile(const keel__cuda_device_t *dev, const char *
         opts[i + 1] = options[i];
     if (name == NULL || name[0] == '\0')
         name = "keel_module.hip";
-    const keel_host_api_t *host = keel__cuda_host;
+    const keel_host_api_t *host = keel__gpu_host;
     int cached = host->struct_size >= offsetof(keel_host_api_t, cache_store) + sizeof host->cache_store &&
                  host->cache_load && host->cache_store && host->hash_init && host->hash_field;
     uint64_t key[2] = {0, 0};

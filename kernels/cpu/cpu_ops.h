@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "keel/backend_ops.h"
+#include "kernels/dtype_size.h"
 
 #define KEEL_CPU_HIDDEN __attribute__((visibility("hidden")))
 
@@ -194,11 +195,6 @@ static inline void keel__store_f32(keel_dtype_t dt, void *dst, size_t n, const f
         for (size_t i = 0; i < n; i++)
             d[i] = keel__f32_to_bf16_v(src[i]);
     }
-}
-
-static inline size_t keel__esize(keel_dtype_t dt)
-{
-    return dt == KEEL_F64 ? 8 : dt == KEEL_F32 ? 4 : 2;
 }
 
 /* The BLAS half (kernels/cpu/ops_cpu_blas.c). */

@@ -153,7 +153,7 @@ typedef struct {
 static VEC void cast_body(void *arg, size_t b, size_t e)
 {
     const cast_args_t *a = arg;
-    size_t ss = keel__esize(a->sdt), ds = keel__esize(a->ddt);
+    size_t ss = keel__dtype_size(a->sdt), ds = keel__dtype_size(a->ddt);
     const char *src = (const char *)a->src + b * ss;
     char *dst = (char *)a->dst + b * ds;
     size_t n = e - b;
@@ -251,7 +251,7 @@ static void copy2d_run(void *payload)
 static keel_status_t cpu_copy_2d(void *s, keel_dtype_t dt, size_t rows, size_t cols, const void *src, size_t lds,
                                  void *dst, size_t ldd)
 {
-    copy2d_args_t a = {keel__esize(dt), rows, cols, src, lds, dst, ldd};
+    copy2d_args_t a = {keel__dtype_size(dt), rows, cols, src, lds, dst, ldd};
     if (lds == cols && ldd == cols) {
         /* One contiguous block: split it by bytes, not by rows. */
         a.cols = 1;
@@ -303,7 +303,7 @@ static void transpose_run(void *payload)
 static keel_status_t cpu_transpose(void *s, keel_dtype_t dt, size_t rows, size_t cols, const void *src, size_t lds,
                                    void *dst, size_t ldd)
 {
-    copy2d_args_t a = {keel__esize(dt), rows, cols, src, lds, dst, ldd};
+    copy2d_args_t a = {keel__dtype_size(dt), rows, cols, src, lds, dst, ldd};
     return ENQUEUE(s, transpose_run, a, rows * cols);
 }
 
@@ -692,7 +692,7 @@ typedef struct {
 
 static const void *elem(keel_dtype_t dt, const void *base, size_t i)
 {
-    return (const char *)base + i * keel__esize(dt);
+    return (const char *)base + i * keel__dtype_size(dt);
 }
 
 static void reduce_all_body(void *arg, size_t b, size_t e)

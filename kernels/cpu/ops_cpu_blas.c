@@ -185,7 +185,7 @@ static void gemm_one(const keel_gemm_params_t *p, const gemm_work_t *r, size_t b
 {
     size_t m = p->m, n = p->n, k = p->k;
     int ta = p->transa == KEEL_TRANS, tb = p->transb == KEEL_TRANS;
-    size_t ces = keel__esize(p->c_type), ies = keel__esize(p->a_type);
+    size_t ces = keel__dtype_size(p->c_type), ies = keel__dtype_size(p->a_type);
     const char *A = batch_matrix(p->a, bi, p->stride_a, ies);
     const char *B = batch_matrix(p->b, bi, p->stride_b, ies);
     char *C = (char *)p->c + bi * p->stride_c * ces;
@@ -434,10 +434,10 @@ static void dense_epilogue(void *arg, size_t b, size_t e)
             size_t c = len - off < KEEL_CPU_TILE ? len - off : KEEL_CPU_TILE;
             if (p->bias) {
                 if (col)
-                    keel__load_f32(p->dtype, (const char *)p->bias + off * keel__esize(p->dtype), c, bt);
+                    keel__load_f32(p->dtype, (const char *)p->bias + off * keel__dtype_size(p->dtype), c, bt);
                 else {
                     float bv;
-                    keel__load_f32(p->dtype, (const char *)p->bias + line * keel__esize(p->dtype), 1, &bv);
+                    keel__load_f32(p->dtype, (const char *)p->bias + line * keel__dtype_size(p->dtype), 1, &bv);
                     for (size_t i = 0; i < c; i++)
                         bt[i] = bv;
                 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Launchers of the GPU kernels of the built-in operations (ops_kernels.cu),
- * called by the plugin's operations table (backends/cuda/ops_cuda.c). Each
+ * called by the GPU plugins' operations table (backends/gpu/gpu_ops.c). Each
  * enqueues on @p stream and returns the launch error. Arguments have been
  * validated by the core (keel/backend_ops.h). Internal to the GPU plugin. */
 #ifndef KEEL_KERNELS_GPU_OPS_H
