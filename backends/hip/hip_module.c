@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Modules and kernels of keel-hip.so through HIP's module API: code objects
  * (hipcc --genco, or hiprtc output) loaded with hipModuleLoadData, kernels
- * found by name and launched with hipModuleLaunchKernel. */
+ * found by name and launched with hipModuleLaunchKernel. On HIP's NVIDIA
+ * platform the same calls are the driver's module API (cubin, fatbin or PTX
+ * images; hiprtc's PTX), and a kernel opts in to more dynamic shared memory
+ * than the default 48 KiB as on CUDA. */
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -167,6 +171,28 @@ static keel_status_t kern_get_attribute(void *kernel_ctx, keel_kernel_attribute_
     return KEEL_OK;
 }
 
+#ifdef __HIP_PLATFORM_NVIDIA__
+/* The kernel's limit raised (or lowered) to @p bytes, up to the device's
+ * opt-in limit: HIP 6.0 has no module-kernel form of hipFuncSetAttribute on
+ * NVIDIA, so this is the driver call it would wrap. */
+static keel_status_t kern_set_max_dynamic_shared(void *kernel_ctx, size_t bytes)
+{
+    const keel__cuda_kernel_t *k = kernel_ctx;
+    if (bytes > INT_MAX)
+        return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ARGUMENT,
+                                          "keel_kernel_set_max_dynamic_shared: %zu bytes is too many", bytes);
+    gpuError_t err = keel__cuda_use_device(k->dev);
+    if (err == gpuSuccess)
+        err = hipCUResultTohipError(cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                       (int)bytes));
+    if (err != gpuSuccess) {
+        char what[64];
+        snprintf(what, sizeof what, "%zu bytes on hip:%d", bytes, k->dev->ordinal);
+        return keel__cuda_error(err, "keel_kernel_set_max_dynamic_shared", what);
+    }
+    return KEEL_OK;
+}
+#else
 static keel_status_t kern_set_max_dynamic_shared(void *kernel_ctx, size_t bytes)
 {
     /* AMD has no opt-in: a block may use the device's whole LDS per block
@@ -183,19 +209,26 @@ static keel_status_t kern_set_max_dynamic_shared(void *kernel_ctx, size_t bytes)
                                           bytes, limit, k->dev->ordinal);
     return KEEL_OK;
 }
+#endif
 
 /* A launch that hipModuleLaunchKernel refuses has no resident blocks: a
  * block past the kernel's threads per block, or more dynamic shared memory
  * than a block may have (kern_set_max_dynamic_shared), is 0 without asking
- * the runtime, as the CUDA plugin answers. */
+ * the runtime, as the CUDA plugin answers. On NVIDIA the shared memory limit
+ * is the kernel's own attribute, which kern_set_max_dynamic_shared sets. */
 static keel_status_t kern_max_active_blocks(void *kernel_ctx, int block_threads, size_t shared_bytes,
                                             int *blocks)
 {
     const keel__cuda_kernel_t *k = kernel_ctx;
     int n = 0, max_threads = 0, max_shared = 0;
     gpuError_t err = hipFuncGetAttribute(&max_threads, HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->fn);
+#ifdef __HIP_PLATFORM_NVIDIA__
+    if (err == gpuSuccess)
+        err = hipFuncGetAttribute(&max_shared, HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->fn);
+#else
     if (err == gpuSuccess)
         err = gpuDeviceGetAttribute(&max_shared, gpuAttrSharedPerBlock, k->dev->ordinal);
+#endif
     if (err != gpuSuccess)
         return keel__cuda_error(err, "keel_kernel_max_active_blocks", NULL);
     if (block_threads > max_threads || shared_bytes > (size_t)max_shared) {
@@ -215,7 +248,7 @@ static keel_status_t kern_max_active_blocks(void *kernel_ctx, int block_threads,
 static keel_status_t mod_get_global(void *module_ctx, const char *name, void **ptr, size_t *bytes)
 {
     keel__cuda_module_t *m = module_ctx;
-    hipDeviceptr_t dptr = NULL;
+    hipDeviceptr_t dptr = 0;   /* a pointer on AMD, CUDA's integer CUdeviceptr on NVIDIA */
     size_t size = 0;
     gpuError_t err = keel__cuda_use_device(m->dev);
     if (err == gpuSuccess)
@@ -235,7 +268,7 @@ static keel_status_t mod_get_global(void *module_ctx, const char *name, void **p
     }
     if (err != gpuSuccess)
         return keel__cuda_error(err, "keel_module_get_global", name);
-    *ptr = (void *)dptr;
+    *ptr = (void *)(uintptr_t)dptr;
     *bytes = size;
     return KEEL_OK;
 }

@@ -2,6 +2,10 @@
 /* Run-time compilation for keel-hip.so through hiprtc (part of libamdhip64
  * in ROCm 5.2): the source is compiled for the device's full target name
  * ("gfx90a:sramecc+:xnack-"), so the code object matches the GPU's mode.
+ * On HIP's NVIDIA platform hiprtc is NVRTC, and hiprtcGetCode gives PTX: the
+ * target is the virtual architecture compute_XY of the device's compute
+ * capability (the newest NVRTC knows at or below it), which the driver
+ * compiles for the GPU when the module is loaded.
  * Code objects go into the core's compilation cache, keyed by the source,
  * its name, the options, the target name and the HIP runtime version. */
 #include <stddef.h>
@@ -43,6 +47,26 @@ static keel_status_t rtc_fail(hiprtcProgram prog, hiprtcResult res, const char *
     return st;
 }
 
+#ifdef __HIP_PLATFORM_NVIDIA__
+/* --gpu-architecture=compute_XY for @p dev: its own compute capability, or
+ * where NVRTC does not know it, the newest architecture below it NVRTC knows. */
+static void nv_arch(const keel__cuda_device_t *dev, char *opt, size_t size)
+{
+    int cc = dev->cc_major * 10 + dev->cc_minor, best = cc, n = 0;
+    int archs[256];
+    if (nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0 && n <= (int)(sizeof archs / sizeof archs[0]) &&
+        nvrtcGetSupportedArchs(archs) == NVRTC_SUCCESS) {
+        best = 0;
+        for (int i = 0; i < n; i++)
+            if (archs[i] <= cc && archs[i] > best)
+                best = archs[i];
+        if (best == 0)
+            best = cc;   /* older than every target: NVRTC says so */
+    }
+    snprintf(opt, size, "--gpu-architecture=compute_%d", best);
+}
+#endif
+
 keel_status_t keel__hip_rtc_compile(const keel__cuda_device_t *dev, const char *source, const char *name,
                                     const char *const *options, int num_options, void **image, size_t *size)
 {
@@ -50,12 +74,18 @@ keel_status_t keel__hip_rtc_compile(const keel__cuda_device_t *dev, const char *
         return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ARGUMENT,
                                           "keel_module_compile: %d options (at most %d)", num_options,
                                           MAX_OPTIONS - 1);
+    char arch[300];
+#ifdef __HIP_PLATFORM_NVIDIA__
+    nv_arch(dev, arch, sizeof arch);
+#else
     hipDeviceProp_t prop;
+    memset(&prop, 0, sizeof prop);
     gpuError_t err = hipGetDeviceProperties(&prop, dev->ordinal);
     if (err != gpuSuccess)
         return keel__cuda_error(err, "keel_module_compile", "hipGetDeviceProperties");
-    char arch[300];
+    prop.gcnArchName[sizeof prop.gcnArchName - 1] = '\0';
     snprintf(arch, sizeof arch, "--gpu-architecture=%s", prop.gcnArchName);
+#endif
     const char *opts[MAX_OPTIONS];
     opts[0] = arch;
     for (int i = 0; i < num_options; i++)
