@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Devices of keel-hip.so: opening one (memory pool, host-function mode), its
  * properties and device-wide operations. HIP's primary contexts are implicit
- * (hipSetDevice), so a device holds none; properties come from one
- * hipGetDeviceProperties, since several attributes CUDA answers
- * (opt-in shared memory, copy engines) are "CUDA only" in HIP. On HIP's
- * NVIDIA platform those come from the same call (CUDA fills them), and the
+ * (hipSetDevice), so a device holds none (on HIP's NVIDIA platform it notes
+ * the primary context, for the driver's module calls: hip_module.c);
+ * properties come from one hipGetDeviceProperties, since several attributes
+ * CUDA answers (opt-in shared memory, copy engines) are "CUDA only" in HIP.
+ * On NVIDIA those come from the same call (CUDA fills them), and the
  * architecture is sm_XY from the compute capability: gcnArchName is AMD's. */
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +33,18 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
     }
     pthread_mutex_init(&dev->lock, NULL);
 #ifdef __HIP_PLATFORM_NVIDIA__
+    /* The primary context, which hipSetDevice makes current: the driver's
+     * module API of hip_module.c works in it. */
+    err = hipSetDevice(index);
+    if (err == gpuSuccess)
+        err = hipCUResultTohipError(cuCtxGetCurrent(&dev->primary));
+    if (err == gpuSuccess && dev->primary == NULL)
+        err = hipErrorInvalidContext;
+    if (err != gpuSuccess) {
+        pthread_mutex_destroy(&dev->lock);
+        free(dev);
+        return keel__cuda_error(err, NULL, "making the device's primary context current");
+    }
     dev->cc_major = prop.major;
     dev->cc_minor = prop.minor;
     snprintf(dev->arch, sizeof dev->arch, KEEL_GPU_ARCH_PREFIX "%d%d", prop.major, prop.minor);

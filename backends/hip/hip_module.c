@@ -13,6 +13,25 @@
 #include "hip_internal.h"
 #include "cuda_shared.h"
 
+#ifdef __HIP_PLATFORM_NVIDIA__
+/* The driver's module API works in the calling thread's current context,
+ * which the runtime makes current only once a runtime call needs it on that
+ * thread: a thread whose first Keel call loads a module or launches a kernel
+ * has none. So on NVIDIA the device's primary context (hip_device.c) is made
+ * current for each module call. */
+static gpuError_t module_context(const keel__cuda_device_t *dev)
+{
+    CUcontext cur = NULL;
+    if (cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == dev->primary)
+        return gpuSuccess;
+    return hipCUResultTohipError(cuCtxSetCurrent(dev->primary));
+}
+#define NV_CONTEXT(dev) module_context(dev)
+#else
+#define module_context keel__cuda_use_device
+#define NV_CONTEXT(dev) gpuSuccess
+#endif
+
 static keel_status_t finish_load(keel__cuda_device_t *dev, gpuError_t err, hipModule_t mod, const char *fn,
                                  const char *what, void **module_ctx)
 {
@@ -39,7 +58,7 @@ static keel_status_t finish_load(keel__cuda_device_t *dev, gpuError_t err, hipMo
 static keel_status_t load_image(keel__cuda_device_t *dev, const void *image, const char *fn, void **module_ctx)
 {
     hipModule_t mod = NULL;
-    gpuError_t err = keel__cuda_use_device(dev);
+    gpuError_t err = module_context(dev);
     if (err == gpuSuccess)
         err = KEEL_GPU_TRY(hipModuleLoadData(&mod, image));
     return finish_load(dev, err, mod, fn, "loading the code object", module_ctx);
@@ -57,7 +76,7 @@ static keel_status_t mod_load_file(void *device_ctx, const char *path, void **mo
     if (access(path, R_OK) != 0)
         return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND, "keel_module_load_file: cannot read '%s'", path);
     hipModule_t mod = NULL;
-    gpuError_t err = keel__cuda_use_device(dev);
+    gpuError_t err = module_context(dev);
     if (err == gpuSuccess)
         err = KEEL_GPU_TRY(hipModuleLoad(&mod, path));
     return finish_load(dev, err, mod, "keel_module_load_file", path, module_ctx);
@@ -80,7 +99,9 @@ static keel_status_t mod_compile(void *device_ctx, const char *source, const cha
 static keel_status_t mod_unload(void *module_ctx)
 {
     keel__cuda_module_t *m = module_ctx;
-    gpuError_t err = hipModuleUnload(m->library);
+    gpuError_t err = NV_CONTEXT(m->dev);
+    if (err == gpuSuccess)
+        err = hipModuleUnload(m->library);
     free(m);
     return err == gpuSuccess ? KEEL_OK : keel__cuda_error(err, "keel_module_unload", NULL);
 }
@@ -89,7 +110,9 @@ static keel_status_t mod_get_kernel(void *module_ctx, const char *name, void **k
 {
     keel__cuda_module_t *m = module_ctx;
     hipFunction_t f = NULL;
-    gpuError_t err = hipModuleGetFunction(&f, m->library, name);
+    gpuError_t err = NV_CONTEXT(m->dev);
+    if (err == gpuSuccess)
+        err = hipModuleGetFunction(&f, m->library, name);
     if (err == hipErrorNotFound || err == hipErrorInvalidValue || err == hipErrorInvalidDeviceFunction) {
         (void)gpuGetLastError();
         return keel__cuda_host->set_error(KEEL_ERROR_NOT_FOUND,
@@ -119,11 +142,10 @@ static keel_status_t kern_launch(void *kernel_ctx, keel_dim3_t grid, keel_dim3_t
 {
     const keel__cuda_kernel_t *k = kernel_ctx;
     keel__cuda_stream_t *s = stream_ctx;
-    gpuError_t err = shared_bytes > UINT_MAX ? hipErrorInvalidValue
-                                             : KEEL_GPU_TRY(hipModuleLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x,
-                                                                                  block.y, block.z,
-                                                                                  (unsigned)shared_bytes, s->stream,
-                                                                                  args, NULL));
+    gpuError_t err = shared_bytes > UINT_MAX ? hipErrorInvalidValue : NV_CONTEXT(k->dev);
+    if (err == gpuSuccess)
+        err = KEEL_GPU_TRY(hipModuleLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                                 (unsigned)shared_bytes, s->stream, args, NULL));
     keel__cuda_stream_touch(s);
     if (KEEL_CUDA_UNLIKELY(err != gpuSuccess)) {
         char what[160];
@@ -164,7 +186,9 @@ static keel_status_t kern_get_attribute(void *kernel_ctx, keel_kernel_attribute_
         return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: unknown attribute %d", fn, (int)attr);
     }
     int v = 0;
-    gpuError_t err = hipFuncGetAttribute(&v, a, k->fn);
+    gpuError_t err = NV_CONTEXT(k->dev);
+    if (err == gpuSuccess)
+        err = hipFuncGetAttribute(&v, a, k->fn);
     if (err != gpuSuccess)
         return keel__cuda_error(err, fn, NULL);
     *value = v;
@@ -181,7 +205,7 @@ static keel_status_t kern_set_max_dynamic_shared(void *kernel_ctx, size_t bytes)
     if (bytes > INT_MAX)
         return keel__cuda_host->set_error(KEEL_ERROR_INVALID_ARGUMENT,
                                           "keel_kernel_set_max_dynamic_shared: %zu bytes is too many", bytes);
-    gpuError_t err = keel__cuda_use_device(k->dev);
+    gpuError_t err = module_context(k->dev);
     if (err == gpuSuccess)
         err = hipCUResultTohipError(cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                        (int)bytes));
@@ -221,7 +245,9 @@ static keel_status_t kern_max_active_blocks(void *kernel_ctx, int block_threads,
 {
     const keel__cuda_kernel_t *k = kernel_ctx;
     int n = 0, max_threads = 0, max_shared = 0;
-    gpuError_t err = hipFuncGetAttribute(&max_threads, HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->fn);
+    gpuError_t err = NV_CONTEXT(k->dev);
+    if (err == gpuSuccess)
+        err = hipFuncGetAttribute(&max_threads, HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->fn);
 #ifdef __HIP_PLATFORM_NVIDIA__
     if (err == gpuSuccess)
         err = hipFuncGetAttribute(&max_shared, HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->fn);
@@ -235,7 +261,7 @@ static keel_status_t kern_max_active_blocks(void *kernel_ctx, int block_threads,
         *blocks = 0;
         return KEEL_OK;
     }
-    err = keel__cuda_use_device(k->dev);
+    err = module_context(k->dev);
     if (err == gpuSuccess)
         err = hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(&n, k->fn, block_threads, shared_bytes);
     if (err != gpuSuccess)
@@ -250,7 +276,7 @@ static keel_status_t mod_get_global(void *module_ctx, const char *name, void **p
     keel__cuda_module_t *m = module_ctx;
     hipDeviceptr_t dptr = 0;   /* a pointer on AMD, CUDA's integer CUdeviceptr on NVIDIA */
     size_t size = 0;
-    gpuError_t err = keel__cuda_use_device(m->dev);
+    gpuError_t err = module_context(m->dev);
     if (err == gpuSuccess)
         err = hipModuleGetGlobal(&dptr, &size, m->library, name);
     if (err == hipErrorNotFound || err == hipErrorInvalidValue || err == hipErrorInvalidSymbol) {

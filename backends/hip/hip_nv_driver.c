@@ -7,6 +7,8 @@
  * needs no libcuda.so.1 to load: without a driver, probe says so, as the
  * CUDA plugin's does. The plugin exports only keel_backend_init, so these
  * definitions bind inside it and never interpose on a libcuda of the process.
+ * (hip_device.c and hip_module.c call cuCtxGetCurrent, cuCtxSetCurrent and
+ * cuFuncSetAttribute themselves: HIP wraps none of them for NVIDIA.)
  *
  * The list is what the plugin's sources call through HIP; a HIP call added
  * to them that wraps another driver function fails the link (-z defs) until
@@ -17,6 +19,8 @@
 #define KEEL_HIP_NV_DRIVER_ABI CUDART_VERSION
 
 static struct {
+    __typeof__(cuCtxGetCurrent) *CtxGetCurrent;
+    __typeof__(cuCtxSetCurrent) *CtxSetCurrent;
     __typeof__(cuDeviceGet) *DeviceGet;
     __typeof__(cuFuncGetAttribute) *FuncGetAttribute;
     __typeof__(cuFuncSetAttribute) *FuncSetAttribute;
@@ -37,7 +41,7 @@ keel_status_t keel__hip_nv_driver_load(void)
         size_t offset;
     } table[] = {
 #define E(field) {"cu" #field, offsetof(__typeof__(drv), field)}
-        E(DeviceGet),    E(FuncGetAttribute), E(FuncSetAttribute), E(LaunchKernel),
+        E(CtxGetCurrent), E(CtxSetCurrent), E(DeviceGet), E(FuncGetAttribute), E(FuncSetAttribute), E(LaunchKernel),
         E(ModuleGetFunction), E(ModuleGetGlobal), E(ModuleLoad), E(ModuleLoadData),
         E(ModuleUnload), E(OccupancyMaxActiveBlocksPerMultiprocessor), E(StreamWaitValue32),
 #undef E
@@ -68,6 +72,16 @@ keel_status_t keel__hip_nv_driver_load(void)
 
 /* Before probe found the driver, every call is "not initialized". */
 #define FORWARD(field, ...) (drv.field != NULL ? drv.field(__VA_ARGS__) : CUDA_ERROR_NOT_INITIALIZED)
+
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
+{
+    return FORWARD(CtxGetCurrent, pctx);
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
+{
+    return FORWARD(CtxSetCurrent, ctx);
+}
 
 CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 {
