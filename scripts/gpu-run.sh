@@ -7,9 +7,20 @@
 #                                       build every test and benchmark, and copy
 #                                       the shared libraries the tests need that
 #                                       the GPU machine lacks into build-gpu/.gpu-lib/.
+#   scripts/gpu-run.sh prepare-hip      on the build machine: configure + build in
+#                                       build-hipnv/ the HIP plugin for HIP's NVIDIA
+#                                       platform (HIP_NV_INCLUDE: HIP's NVIDIA headers,
+#                                       default /work/hip-nv/include; HIPNV_ARCH: the
+#                                       nvcc -gencode flags, default sm_90 and its PTX),
+#                                       with every test, without the CUDA plugin. The
+#                                       headers are needed only there, at build time.
 #   scripts/gpu-run.sh run [WHAT...]    on the GPU machine, from the checkout root,
 #                                       with build-gpu/ carried there. WHAT is any of
-#                                       info tests examples bench torch python sanitize (default: all).
+#                                       info tests examples bench torch python sanitize (default: all),
+#                                       or hip: the suites with KEEL_BACKEND=hip from
+#                                       build-hipnv/ (carried; HIP_SUITES, default SUITES
+#                                       with the HIP plugin's test for the CUDA ones),
+#                                       logged to hip-info.txt and hip-tests.log.
 #                                       No make: the real binaries are run from
 #                                       .libs/ with LD_LIBRARY_PATH. Logs go to
 #                                       $OUT (or ./gpu-out), at most 8 files.
@@ -25,6 +36,7 @@ set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build-gpu
+BUILD_HIP=$ROOT/build-hipnv
 
 prepare() {
     set -e
@@ -39,17 +51,47 @@ prepare() {
     make -j2 -k all >build.log 2>&1 || echo "prepare: 'make all' had errors (see build-gpu/build.log)"
     make -j2 -k check TESTS= >>build.log 2>&1 || echo "prepare: building the tests had errors (see build-gpu/build.log)"
     grep -E "(error|warning):" build.log | head -20 || true
-    # Shared libraries of the tests that the GPU machine does not have.
-    mkdir -p .gpu-lib
-    for lib in libsubunit.so.0 libcheck.so.0; do
-        p=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
-        [ -n "$p" ] && cp -L "$p" .gpu-lib/
-    done
+    copy_test_libs
     # The DLPack header the Python package builds with (Debian's libdlpack-dev).
     mkdir -p .gpu-include/dlpack
     [ -f /usr/include/dlpack/dlpack.h ] && cp /usr/include/dlpack/dlpack.h .gpu-include/dlpack/
     # The libtool archives and objects are not needed there; the rest is.
     echo "prepare: build-gpu is $(du -sh --exclude='*.o' --exclude='*.lo' . | cut -f1) without objects"
+    ls .libs/*.so* 2>/dev/null
+}
+
+# The shared libraries of the tests that the GPU machine does not have (Check).
+copy_test_libs() {
+    mkdir -p .gpu-lib
+    for lib in libsubunit.so.0 libcheck.so.0; do
+        p=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
+        [ -n "$p" ] && cp -L "$p" .gpu-lib/
+    done
+    return 0
+}
+
+# keel-hip.so for HIP's NVIDIA platform, its tests and the suites, in
+# build-hipnv/. Objects stay (a second prepare-hip rebuilds only what
+# changed); carry build-hipnv on its own where build-gpu/ and it together
+# exceed what a run may carry.
+prepare_hip() {
+    set -e
+    cd "$ROOT"
+    inc=${HIP_NV_INCLUDE:-/work/hip-nv/include}
+    [ -f "$inc/hip/nvidia_detail/nvidia_hip_runtime_api.h" ] ||
+        { echo "prepare-hip: no HIP NVIDIA headers in $inc (set HIP_NV_INCLUDE)" >&2; exit 1; }
+    [ -x configure ] || autoreconf -fi
+    mkdir -p "$BUILD_HIP"
+    cd "$BUILD_HIP"
+    if [ ! -f Makefile ]; then
+        ../configure -q --without-cuda --with-hip-platform=nvidia --with-hip-include="$inc" --disable-static \
+            NVCC_ARCH_FLAGS="${HIPNV_ARCH:--gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90}"
+    fi
+    make -j2 -k all >build.log 2>&1 || echo "prepare-hip: 'make all' had errors (see build-hipnv/build.log)"
+    make -j2 -k check TESTS= >>build.log 2>&1 || echo "prepare-hip: building the tests had errors (see build-hipnv/build.log)"
+    grep -E "(error|warning):" build.log | head -20 || true
+    copy_test_libs
+    echo "prepare-hip: build-hipnv is $(du -sh . | cut -f1), $(du -sh --exclude='*.o' --exclude='*.lo' . | cut -f1) without objects"
     ls .libs/*.so* 2>/dev/null
 }
 
@@ -79,8 +121,10 @@ setup_env() {
         [ -d "$d" ] && LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
     done
     export LD_LIBRARY_PATH
-    for lib in $(ldd "$BUILD/.libs/keel-cuda.so" 2>/dev/null | awk '/not found/ {print $1}') libnvrtc.so.13; do
-        ldd "$BUILD/.libs/keel-cuda.so" 2>/dev/null | grep -q "$lib => /" && continue
+    plugin=$BUILD/.libs/keel-cuda.so
+    [ -e "$plugin" ] || plugin=$BUILD/.libs/keel-hip.so
+    for lib in $(ldd "$plugin" 2>/dev/null | awk '/not found/ {print $1}') libnvrtc.so.13; do
+        ldd "$plugin" 2>/dev/null | grep -q "$lib => /" && continue
         [ "$lib" = libnvrtc.so.13 ] && ldconfig -p | grep -q libnvrtc.so.13 && continue
         f=$(find /usr /opt -name "$lib" 2>/dev/null | head -n 1)
         [ -n "$f" ] && LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$f") && echo "using $f"
@@ -255,6 +299,45 @@ run_python() {
     note "python: $(grep -E 'passed|failed' "$out" | tail -n 1); $(grep -E '^bench rc' "$out")"
 }
 
+# The suites on the HIP plugin built for HIP's NVIDIA platform (build-hipnv,
+# from prepare-hip), with KEEL_BACKEND=hip: the plugin's own code on a GPU.
+# GEMM, GEMV and dense answer NOT_SUPPORTED there (no rocBLAS), and the ops
+# suite skips their tests after checking that answer.
+HIP_SUITES=${HIP_SUITES:-$(echo $SUITES | tr ' ' '\n' | grep -v '^backends/cuda/' | tr '\n' ' ') backends/hip/test-hip}
+
+run_hip() {
+    if [ ! -f "$BUILD_HIP/Makefile" ] || [ ! -e "$BUILD_HIP/.libs/keel-hip.so" ]; then
+        note "hip: no build-hipnv/.libs/keel-hip.so: run 'scripts/gpu-run.sh prepare-hip' on the build machine and carry build-hipnv"
+        return
+    fi
+    saved_build=$BUILD saved_ld=$LD_LIBRARY_PATH saved_path=${KEEL_BACKEND_PATH:-}
+    BUILD=$BUILD_HIP
+    setup_env
+    {
+        date -u
+        nvidia-smi -L 2>&1
+        ldd "$BUILD/.libs/keel-hip.so" 2>&1
+        KEEL_BACKEND=hip "$(real_binary "$BUILD/tools/keel-info")" 2>&1
+    } >"$OUTDIR/hip-info.txt" 2>&1
+    note "hip info: $(grep -m1 -A1 '^  hip' "$OUTDIR/hip-info.txt" | tr -s ' ' | tr '\n' ' ')"
+    log=$OUTDIR/hip-tests.log
+    : >"$log"
+    phase=$(date +%s)
+    for t in $HIP_SUITES; do
+        [ -e "$BUILD/$t" ] || { note "hip   $t: not built"; continue; }
+        budget=$(left "$TESTS_BUDGET" "$phase")
+        [ "$budget" -gt 0 ] || { note "hip   $t: not run (tests budget spent)"; continue; }
+        [ -n "${TEST_TIMEOUT:-}" ] && [ "$TEST_TIMEOUT" -lt "$budget" ] && budget=$TEST_TIMEOUT
+        echo "===== $t (KEEL_BACKEND=hip)" >>"$log"
+        start=$(date +%s)
+        KEEL_BACKEND=hip timeout "$budget" "$(real_binary "$BUILD/$t")" >>"$log" 2>&1
+        rc=$?
+        note "hip   $t: rc=$rc ($(($(date +%s) - start)) s) $(tail -n 3 "$log" | grep -m1 -E '^[0-9]+%:|^SKIP' || true)"
+    done
+    BUILD=$saved_build LD_LIBRARY_PATH=$saved_ld KEEL_BACKEND_PATH=$saved_path
+    export LD_LIBRARY_PATH KEEL_BACKEND_PATH
+}
+
 run_sanitize() {
     cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
     [ -n "$cs" ] || { note "sanitize: compute-sanitizer not found"; return; }
@@ -287,6 +370,9 @@ case ${1:-} in
 prepare)
     prepare
     ;;
+prepare-hip)
+    prepare_hip
+    ;;
 run)
     shift
     setup_env
@@ -301,6 +387,7 @@ run)
         sanitize) run_sanitize ;;
         examples) run_examples ;;
         python) run_python ;;
+        hip) run_hip ;;
         *) echo "unknown: $what" >&2 ;;
         esac
     done
@@ -308,7 +395,7 @@ run)
     cat "$SUMMARY"
     ;;
 *)
-    echo "usage: $0 prepare | run [info] [tests] [examples] [bench] [torch] [python] [sanitize]" >&2
+    echo "usage: $0 prepare | prepare-hip | run [info] [tests] [examples] [bench] [torch] [python] [sanitize] [hip]" >&2
     exit 2
     ;;
 esac

@@ -1655,6 +1655,13 @@ KT_DEVICE_TEST(target_macros_name_the_device_backend)
     download(out, d, sizeof out);
     const char *b = backend_name(dev);
     int cpu = strcmp(b, "cpu") == 0, cuda = strcmp(b, "cuda") == 0, hip = strcmp(b, "hip") == 0;
+    /* The hip backend on HIP's NVIDIA platform compiles with NVRTC: CUDA code. */
+    keel_device_properties_t p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    KT_OK(keel_device_get_properties(dev, &p));
+    if (hip && strcmp(p.vendor, "NVIDIA") == 0)
+        cuda = 1, hip = 0;
     const int want[6] = {cpu, cuda, hip, cuda || hip, cpu ? 100 : cuda ? 200 : hip ? 300 : -1, 1};
     static const char *names[6] = {"KEEL_TARGET_CPU", "KEEL_TARGET_CUDA", "KEEL_TARGET_HIP", "KEEL_TARGET_GPU",
                                    "the #if branch", "KEEL_KERNEL_LANG_VERSION"};

@@ -5,17 +5,67 @@
  * HIP lacks a call, the name is not defined here and the HIP plugin's own
  * file for that part says NOT_SUPPORTED instead (see
  * backends/hip/hip_internal.h for the list). Included by gpu_internal.h
- * when KEEL_GPU_HIP is defined. */
+ * when KEEL_GPU_HIP is defined.
+ *
+ * On HIP's NVIDIA platform (__HIP_PLATFORM_NVIDIA__, configure
+ * --with-hip-platform=nvidia) the HIP names are HIP's inline wrappers of the
+ * CUDA runtime; the few places where that platform differs are marked. */
 #ifndef KEEL_VENDOR_HIP_H
 #define KEEL_VENDOR_HIP_H
 
 #include <hip/hip_runtime_api.h>
 
-#define KEEL_GPU_VENDOR "AMD"
 #define KEEL_GPU_RUNTIME "HIP"
+
+#if defined(__HIP_PLATFORM_NVIDIA__) && !defined(__CUDACC__)
+/* HIP 6.0's NVIDIA headers declare the capture, graph and host-function
+ * calls for CUDA C++ only (under __CUDACC__); to the plugin's C they are
+ * given here as those headers define them: the CUDA runtime call, its error
+ * converted to HIP's. */
+static inline hipError_t hipStreamBeginCapture(hipStream_t stream, hipStreamCaptureMode mode)
+{
+    return hipCUDAErrorTohipError(cudaStreamBeginCapture(stream, mode));
+}
+static inline hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t *graph)
+{
+    return hipCUDAErrorTohipError(cudaStreamEndCapture(stream, graph));
+}
+static inline hipError_t hipStreamIsCapturing(hipStream_t stream, hipStreamCaptureStatus *status)
+{
+    return hipCUDAErrorTohipError(cudaStreamIsCapturing(stream, status));
+}
+static inline hipError_t hipGraphInstantiateWithFlags(hipGraphExec_t *exec, hipGraph_t graph,
+                                                      unsigned long long flags)
+{
+    return hipCUDAErrorTohipError(cudaGraphInstantiateWithFlags(exec, graph, flags));
+}
+static inline hipError_t hipGraphLaunch(hipGraphExec_t exec, hipStream_t stream)
+{
+    return hipCUDAErrorTohipError(cudaGraphLaunch(exec, stream));
+}
+static inline hipError_t hipGraphDestroy(hipGraph_t graph)
+{
+    return hipCUDAErrorTohipError(cudaGraphDestroy(graph));
+}
+static inline hipError_t hipGraphExecDestroy(hipGraphExec_t exec)
+{
+    return hipCUDAErrorTohipError(cudaGraphExecDestroy(exec));
+}
+static inline hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn, void *user_data)
+{
+    return hipCUDAErrorTohipError(cudaLaunchHostFunc(stream, fn, user_data));
+}
+#endif
+
 #define KEEL_GPU_BACKEND_NAME "hip"
+#ifdef __HIP_PLATFORM_NVIDIA__
+#define KEEL_GPU_VENDOR "NVIDIA"
+#define KEEL_GPU_ARCH_PREFIX "sm_"
+#else
+#define KEEL_GPU_VENDOR "AMD"
 #define KEEL_GPU_DRIVER_LIBRARY "libamdhip64.so.5"
 #define KEEL_GPU_ARCH_PREFIX "gfx"
+#endif
 
 typedef hipError_t gpuError_t;
 typedef hipStream_t gpuStream_t;
@@ -35,10 +85,18 @@ typedef hipFunction_t gpuFunction_t;
 typedef hipFunction_t gpuKernel_t;
 #define gpuDrvSuccess hipSuccess
 #define gpuDrvErrorInvalidValue hipErrorInvalidValue
-/* The stream waits until *ptr >= value (ptr: mapped pinned memory). */
+/* The stream waits until *ptr >= value (ptr: mapped pinned memory). On
+ * NVIDIA, straight to the driver: HIP's wrapper prints a warning for a value
+ * past INT32_MAX, and a library must not print. */
+#ifdef __HIP_PLATFORM_NVIDIA__
+#define gpuStreamWaitValueGeq(stream, ptr, value) \
+    hipCUResultTohipError(cuStreamWaitValue32((stream), (CUdeviceptr)(ptr), (cuuint32_t)(value), CU_STREAM_WAIT_VALUE_GEQ))
+#define gpuStreamWaitValueName "cuStreamWaitValue32"
+#else
 #define gpuStreamWaitValueGeq(stream, ptr, value) \
     hipStreamWaitValue32((stream), (void *)(ptr), (value), hipStreamWaitValueGte, 0xffffffffu)
 #define gpuStreamWaitValueName "hipStreamWaitValue32"
+#endif
 #define gpuDrvGetErrorName(res, name) (void)(*(name) = hipGetErrorName(res))
 
 #define gpuSuccess hipSuccess
@@ -109,7 +167,8 @@ static inline hipError_t keel__gpu_advise(const void *p, size_t n, int advice, i
 /* ROCm 5.2's headers declare hipLaunchHostFunc but libamdhip64 does not
  * export it: hip_hostfn.c looks it up at run time, and without it a host
  * function that needs it (graph capture, KEEL_CUDA_HOST_FUNCS=cuda) is
- * NOT_SUPPORTED, named by gpuLaunchHostFuncName. */
+ * NOT_SUPPORTED, named by gpuLaunchHostFuncName. (On NVIDIA it is
+ * cudaLaunchHostFunc, always there.) */
 #define gpuLaunchHostFunc keel__hip_launch_host_func
 #define gpuLaunchHostFuncName keel__hip_launch_host_func_name()
 __attribute__((visibility("hidden"))) hipError_t keel__hip_launch_host_func(hipStream_t stream, hipHostFn_t fn,
@@ -119,7 +178,13 @@ __attribute__((visibility("hidden"))) const char *keel__hip_launch_host_func_nam
 #define gpuStreamEndCapture hipStreamEndCapture
 #define gpuStreamIsCapturing hipStreamIsCapturing
 #define gpuStreamCaptureModeRelaxed hipStreamCaptureModeRelaxed
+/* The shared sources say "enum gpuStreamCaptureStatus": HIP's NVIDIA
+ * headers make hipStreamCaptureStatus a typedef of CUDA's enum. */
+#ifdef __HIP_PLATFORM_NVIDIA__
+#define gpuStreamCaptureStatus cudaStreamCaptureStatus
+#else
 #define gpuStreamCaptureStatus hipStreamCaptureStatus
+#endif
 #define gpuStreamCaptureStatusNone hipStreamCaptureStatusNone
 
 #define gpuEventCreateWithFlags hipEventCreateWithFlags
@@ -143,7 +208,9 @@ __attribute__((visibility("hidden"))) const char *keel__hip_launch_host_func_nam
 /* Device attributes, by what Keel asks of them. HIP reports a GCN
  * architecture's major/minor (gfx90a: 9.0) as the compute capability, and
  * the opt-in shared memory limit only on NVIDIA (hip_device.c falls back to
- * the plain per-block limit). */
+ * the plain per-block limit on AMD; HIP 6.0's NVIDIA headers do not map the
+ * attribute, so on NVIDIA hip_device.c and hip_module.c read it from the
+ * device's properties and the kernel's attributes). */
 #define gpuAttrComputeUnits hipDeviceAttributeMultiprocessorCount
 #define gpuAttrMaxThreadsPerBlock hipDeviceAttributeMaxThreadsPerBlock
 #define gpuAttrMaxBlockDimX hipDeviceAttributeMaxBlockDimX

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* BLAS state for keel-hip.so: librocblas, opened at first use, and per
- * stream the scratch of the built-in operations (keel__gpu_ops_scratch; on
- * CUDA the cuBLASLt workspace doubles as that scratch) and a rocBLAS handle.
+ * stream the scratch of the built-in operations and a rocBLAS handle (on
+ * CUDA the cuBLASLt workspace doubles as that scratch).
  *
  * rocBLAS is not packaged in Debian 12, so keel-hip neither links it nor
  * needs its headers: hip_rocblas_load.c opens librocblas once, and without
@@ -14,9 +14,11 @@
  * streams at once, so each Keel stream gets its own, made on its first BLAS
  * call on the stream's device and destroyed with the stream. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include "hip_internal.h"
 #include "backends/gpu/gpu_ops.h"
+
 
 enum { SCRATCH_BYTES = 64 << 10 };   /* reduce partials: 8 KiB at least (ops_gpu.h) */
 
@@ -71,17 +73,32 @@ static pthread_once_t rocblas_once = PTHREAD_ONCE_INIT;
 
 static void rocblas_open(void)
 {
+#ifdef __HIP_PLATFORM_NVIDIA__
+    /* rocBLAS is AMD's: its kernels are AMD code objects, so on HIP's NVIDIA
+     * platform it is not even looked for. */
+    snprintf(rocblas_why, sizeof rocblas_why, "rocBLAS runs on AMD GPUs only, and this keel-hip is built for HIP's "
+                                              "NVIDIA platform; the cuda backend has cuBLAS");
+    rocblas_ok = 0;
+#else
     static const char *const names[] = {"librocblas.so.0", "librocblas.so.3", "librocblas.so", NULL};
     rocblas_ok = keel__rocblas_load(names, &rocblas, rocblas_why, sizeof rocblas_why) == 0;
+#endif
 }
 
 keel_status_t keel__hip_blas_unavailable(const char *keel_fn)
 {
+#ifdef __HIP_PLATFORM_NVIDIA__
     return keel__gpu_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
-                                     "%s: not supported by the hip backend: it needs rocBLAS, which is not usable "
-                                     "here (%s). Debian 12 does not package rocBLAS; keel-hip does not use "
-                                     "hipBLASLt",
-                                     keel_fn, rocblas_why);
+                                      "%s: not supported by the hip backend: it needs rocBLAS, which is not usable "
+                                      "here (%s)",
+                                      keel_fn, rocblas_why);
+#else
+    return keel__gpu_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
+                                      "%s: not supported by the hip backend: it needs rocBLAS, which is not usable "
+                                      "here (%s). Debian 12 does not package rocBLAS; keel-hip does not use "
+                                      "hipBLASLt",
+                                      keel_fn, rocblas_why);
+#endif
 }
 
 keel_status_t keel__hip_rocblas_error(int status, const char *keel_fn, const char *call)
@@ -90,7 +107,7 @@ keel_status_t keel__hip_rocblas_error(int status, const char *keel_fn, const cha
                        : status == KEEL_RB_STATUS_NOT_IMPLEMENTED ? KEEL_ERROR_NOT_SUPPORTED
                                                                   : KEEL_ERROR_BACKEND;
     return keel__gpu_host->set_error(ks, "%s: %s: %s (%d)", keel_fn, call, keel__rocblas_status_name(status),
-                                     status);
+                                      status);
 }
 
 /* A rocBLAS handle on @p s's device, bound to its stream, with host scalars. */

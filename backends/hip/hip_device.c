@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* Devices of keel-hip.so: opening one (memory pool, host-function mode), its
  * properties and device-wide operations. HIP's primary contexts are implicit
- * (hipSetDevice), so a device holds none; properties come from one
- * hipGetDeviceProperties, since several attributes CUDA answers
- * (opt-in shared memory, copy engines) are "CUDA only" in HIP. */
+ * (hipSetDevice), so a device holds none (on HIP's NVIDIA platform it notes
+ * the primary context, for the driver's module calls: hip_module.c);
+ * properties come from one hipGetDeviceProperties, since several attributes
+ * CUDA answers (opt-in shared memory, copy engines) are "CUDA only" in HIP.
+ * On NVIDIA those come from the same call (CUDA fills them), and the
+ * architecture is sm_XY from the compute capability: gcnArchName is AMD's. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include "hip_internal.h"
+
 
 static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
 {
@@ -19,7 +23,8 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
         return keel__gpu_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "no host memory");
     dev->ordinal = index;
     hipDeviceProp_t prop;
-    gpuError_t err = hipDeviceGet(&dev->gpudev, index);
+    memset(&prop, 0, sizeof prop);
+    gpuError_t err = hipDeviceGet(&dev->cudev, index);
     if (err == gpuSuccess)
         err = hipGetDeviceProperties(&prop, index);
     if (err != gpuSuccess) {
@@ -27,12 +32,31 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
         return keel__gpu_error(err, NULL, "hipGetDeviceProperties");
     }
     pthread_mutex_init(&dev->lock, NULL);
+#ifdef __HIP_PLATFORM_NVIDIA__
+    /* The primary context, which hipSetDevice makes current: the driver's
+     * module API of hip_module.c works in it. */
+    err = hipSetDevice(index);
+    if (err == gpuSuccess)
+        err = hipCUResultTohipError(cuCtxGetCurrent(&dev->primary));
+    if (err == gpuSuccess && dev->primary == NULL)
+        err = hipErrorInvalidContext;
+    if (err != gpuSuccess) {
+        pthread_mutex_destroy(&dev->lock);
+        free(dev);
+        return keel__gpu_error(err, NULL, "making the device's primary context current");
+    }
+    dev->cc_major = prop.major;
+    dev->cc_minor = prop.minor;
+    snprintf(dev->arch, sizeof dev->arch, KEEL_GPU_ARCH_PREFIX "%d%d", prop.major, prop.minor);
+#else
     /* "gfx90a:sramecc+:xnack-": the architecture is the part before the features. */
+    prop.gcnArchName[sizeof prop.gcnArchName - 1] = '\0';
     size_t n = strcspn(prop.gcnArchName, ":");
     if (n >= sizeof dev->arch)
         n = sizeof dev->arch - 1;
     memcpy(dev->arch, prop.gcnArchName, n);
     dev->arch[n] = '\0';
+#endif
     dev->managed_memory = prop.managedMemory;
     int v = 0;
     if (gpuDeviceGetAttribute(&v, gpuAttrMemoryPoolsSupported, index) != gpuSuccess)
@@ -77,6 +101,7 @@ static keel_status_t dev_get_properties(void *device_ctx, keel_device_properties
     const char *fn = "keel_device_get_properties";
     keel__gpu_device_t *dev = device_ctx;
     hipDeviceProp_t prop;
+    memset(&prop, 0, sizeof prop);
     gpuError_t err = hipGetDeviceProperties(&prop, dev->ordinal);
     if (err != gpuSuccess)
         return keel__gpu_error(err, fn, "hipGetDeviceProperties");
@@ -94,17 +119,28 @@ static keel_status_t dev_get_properties(void *device_ctx, keel_device_properties
         p->max_grid_dim[i] = prop.maxGridSize[i];
     }
     p->warp_size = prop.warpSize;
+    p->clock_rate_khz = prop.clockRate;
+#ifdef __HIP_PLATFORM_NVIDIA__
+    /* What a block may use once keel_kernel_set_max_dynamic_shared raised
+     * the kernel's limit (hip_module.c), as on the CUDA backend. */
+    p->shared_memory_per_block = prop.sharedMemPerBlockOptin > prop.sharedMemPerBlock ? prop.sharedMemPerBlockOptin
+                                                                                      : prop.sharedMemPerBlock;
+    p->compute_capability_major = prop.major;
+    p->compute_capability_minor = prop.minor;
+    p->unified_addressing = prop.unifiedAddressing;
+    p->async_engines = prop.asyncEngineCount;
+#else
     /* No opt-in beyond the per-block limit on AMD: the LDS a block may use. */
     p->shared_memory_per_block = prop.sharedMemPerBlock;
-    p->clock_rate_khz = prop.clockRate;
     p->compute_capability_major = 0;   /* NVIDIA only (keel/device.h) */
     p->compute_capability_minor = 0;
-    p->pci_bus_id = prop.pciBusID;
     p->unified_addressing = 1;         /* every ROCm device shares the host's address space */
+    p->async_engines = 0;              /* HIP does not say */
+#endif
+    p->pci_bus_id = prop.pciBusID;
     p->managed_memory = prop.managedMemory;
     p->concurrent_managed_access = prop.concurrentManagedAccess;
     p->stream_ordered_alloc = dev->pools_supported;
-    p->async_engines = 0;              /* HIP does not say */
     int least = 0, greatest = 0;
     err = gpuDeviceGetStreamPriorityRange(&least, &greatest);
     if (err != gpuSuccess)

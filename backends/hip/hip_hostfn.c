@@ -2,11 +2,24 @@
 /* hipLaunchHostFunc, where the installed libamdhip64 has it. ROCm 5.2
  * declares it in hip_runtime_api.h without exporting it, so a direct call
  * would keep keel-hip.so from loading at all. Host functions normally run on
- * the stream's own thread (backends/gpu/gpu_hostfn.c, through hipStreamWaitValue32); this
- * is only the path for graph capture and KEEL_CUDA_HOST_FUNCS=cuda. */
+ * the stream's own thread (cuda_hostfn.c, through hipStreamWaitValue32); this
+ * is only the path for graph capture and KEEL_CUDA_HOST_FUNCS=cuda. On
+ * HIP's NVIDIA platform it is cudaLaunchHostFunc, always there. */
+#include "hip_internal.h"
+
+#ifdef __HIP_PLATFORM_NVIDIA__
+hipError_t keel__hip_launch_host_func(hipStream_t stream, hipHostFn_t fn, void *user_data)
+{
+    return hipLaunchHostFunc(stream, fn, user_data);
+}
+
+const char *keel__hip_launch_host_func_name(void)
+{
+    return "hipLaunchHostFunc";
+}
+#else
 #include <dlfcn.h>
 #include <stdatomic.h>
-#include "hip_internal.h"
 
 typedef hipError_t (*launch_host_func_t)(hipStream_t, hipHostFn_t, void *);
 
@@ -41,3 +54,4 @@ const char *keel__hip_launch_host_func_name(void)
                                       : "hipLaunchHostFunc: not in this " KEEL_GPU_DRIVER_LIBRARY
                                         " (ROCm 5.2 declares it without exporting it)";
 }
+#endif /* __HIP_PLATFORM_NVIDIA__ */

@@ -8,7 +8,9 @@
  *     (Debian 12 does not package it; hip_blas.c says why; hipBLASLt is not
  *     used);
  *   - thread block clusters (the row kernels take their non-cluster path);
- *   - a kernel's parameter count (no cuKernelGetParamInfo counterpart). */
+ *   - a kernel's parameter count (no cuKernelGetParamInfo counterpart).
+ * On HIP's NVIDIA platform GEMM, GEMV and the dense layer are NOT_SUPPORTED
+ * as well (rocBLAS runs on AMD GPUs only), and so are clusters. */
 #ifndef KEEL_HIP_INTERNAL_H
 #define KEEL_HIP_INTERNAL_H
 
@@ -35,5 +37,12 @@ KEEL_GPU_HIDDEN keel_status_t keel__hip_rocblas_error(int status, const char *ke
 KEEL_GPU_HIDDEN keel_status_t keel__hip_rtc_compile(const keel__gpu_device_t *dev, const char *source,
                                                     const char *name, const char *const *options, int num_options,
                                                     void **image, size_t *size);
+
+#ifdef __HIP_PLATFORM_NVIDIA__
+/* hip_nv_driver.c: resolves the driver API entry points that HIP's NVIDIA
+ * headers call (cuModuleLoadData, cuLaunchKernel, ...) through the CUDA
+ * runtime; probe calls it once the runtime has found a device. */
+KEEL_CUDA_HIDDEN keel_status_t keel__hip_nv_driver_load(void);
+#endif
 
 #endif /* KEEL_HIP_INTERNAL_H */

@@ -1,12 +1,36 @@
 /* SPDX-License-Identifier: MIT */
 /* Modules and kernels of keel-hip.so through HIP's module API: code objects
  * (hipcc --genco, or hiprtc output) loaded with hipModuleLoadData, kernels
- * found by name and launched with hipModuleLaunchKernel. */
+ * found by name and launched with hipModuleLaunchKernel. On HIP's NVIDIA
+ * platform the same calls are the driver's module API (cubin, fatbin or PTX
+ * images; hiprtc's PTX), and a kernel opts in to more dynamic shared memory
+ * than the default 48 KiB as on CUDA. */
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include "hip_internal.h"
+
+
+#ifdef __HIP_PLATFORM_NVIDIA__
+/* The driver's module API works in the calling thread's current context,
+ * which the runtime makes current only once a runtime call needs it on that
+ * thread: a thread whose first Keel call loads a module or launches a kernel
+ * has none. So on NVIDIA the device's primary context (hip_device.c) is made
+ * current for each module call. */
+static gpuError_t module_context(const keel__gpu_device_t *dev)
+{
+    CUcontext cur = NULL;
+    if (cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == dev->primary)
+        return gpuSuccess;
+    return hipCUResultTohipError(cuCtxSetCurrent(dev->primary));
+}
+#define NV_CONTEXT(dev) module_context(dev)
+#else
+#define module_context keel__gpu_use_device
+#define NV_CONTEXT(dev) gpuSuccess
+#endif
 
 static keel_status_t finish_load(keel__gpu_device_t *dev, gpuError_t err, hipModule_t mod, const char *fn,
                                  const char *what, void **module_ctx)
@@ -34,7 +58,7 @@ static keel_status_t finish_load(keel__gpu_device_t *dev, gpuError_t err, hipMod
 static keel_status_t load_image(keel__gpu_device_t *dev, const void *image, const char *fn, void **module_ctx)
 {
     hipModule_t mod = NULL;
-    gpuError_t err = keel__gpu_use_device(dev);
+    gpuError_t err = module_context(dev);
     if (err == gpuSuccess)
         err = KEEL_GPU_TRY(hipModuleLoadData(&mod, image));
     return finish_load(dev, err, mod, fn, "loading the code object", module_ctx);
@@ -52,7 +76,7 @@ static keel_status_t mod_load_file(void *device_ctx, const char *path, void **mo
     if (access(path, R_OK) != 0)
         return keel__gpu_host->set_error(KEEL_ERROR_NOT_FOUND, "keel_module_load_file: cannot read '%s'", path);
     hipModule_t mod = NULL;
-    gpuError_t err = keel__gpu_use_device(dev);
+    gpuError_t err = module_context(dev);
     if (err == gpuSuccess)
         err = KEEL_GPU_TRY(hipModuleLoad(&mod, path));
     return finish_load(dev, err, mod, "keel_module_load_file", path, module_ctx);
@@ -75,7 +99,9 @@ static keel_status_t mod_compile(void *device_ctx, const char *source, const cha
 static keel_status_t mod_unload(void *module_ctx)
 {
     keel__gpu_module_t *m = module_ctx;
-    gpuError_t err = hipModuleUnload(m->library);
+    gpuError_t err = NV_CONTEXT(m->dev);
+    if (err == gpuSuccess)
+        err = hipModuleUnload(m->library);
     free(m);
     return err == gpuSuccess ? KEEL_OK : keel__gpu_error(err, "keel_module_unload", NULL);
 }
@@ -84,13 +110,15 @@ static keel_status_t mod_get_kernel(void *module_ctx, const char *name, void **k
 {
     keel__gpu_module_t *m = module_ctx;
     hipFunction_t f = NULL;
-    gpuError_t err = hipModuleGetFunction(&f, m->library, name);
+    gpuError_t err = NV_CONTEXT(m->dev);
+    if (err == gpuSuccess)
+        err = hipModuleGetFunction(&f, m->library, name);
     if (err == hipErrorNotFound || err == hipErrorInvalidValue || err == hipErrorInvalidDeviceFunction) {
         (void)gpuGetLastError();
         return keel__gpu_host->set_error(KEEL_ERROR_NOT_FOUND,
-                                         "keel_module_get_kernel: the module has no kernel '%s' (extern \"C\" "
-                                         "kernels keep their name; C++ ones are mangled)",
-                                         name);
+                                          "keel_module_get_kernel: the module has no kernel '%s' (extern \"C\" "
+                                          "kernels keep their name; C++ ones are mangled)",
+                                          name);
     }
     if (err != gpuSuccess)
         return keel__gpu_error(err, "keel_module_get_kernel", name);
@@ -114,11 +142,10 @@ static keel_status_t kern_launch(void *kernel_ctx, keel_dim3_t grid, keel_dim3_t
 {
     const keel__gpu_kernel_t *k = kernel_ctx;
     keel__gpu_stream_t *s = stream_ctx;
-    gpuError_t err = shared_bytes > UINT_MAX ? hipErrorInvalidValue
-                                             : KEEL_GPU_TRY(hipModuleLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x,
-                                                                                  block.y, block.z,
-                                                                                  (unsigned)shared_bytes, s->stream,
-                                                                                  args, NULL));
+    gpuError_t err = shared_bytes > UINT_MAX ? hipErrorInvalidValue : NV_CONTEXT(k->dev);
+    if (err == gpuSuccess)
+        err = KEEL_GPU_TRY(hipModuleLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                                 (unsigned)shared_bytes, s->stream, args, NULL));
     keel__gpu_stream_touch(s);
     if (KEEL_GPU_UNLIKELY(err != gpuSuccess)) {
         char what[160];
@@ -152,20 +179,44 @@ static keel_status_t kern_get_attribute(void *kernel_ctx, keel_kernel_attribute_
         break;
     case KEEL_KERNEL_ATTR_NUM_ARGS:
         return keel__gpu_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
-                                         "%s: the hip backend cannot count a kernel's parameters (HIP has no "
-                                         "counterpart of cuKernelGetParamInfo)",
-                                         fn);
+                                          "%s: the hip backend cannot count a kernel's parameters (HIP has no "
+                                          "counterpart of cuKernelGetParamInfo)",
+                                          fn);
     default:
         return keel__gpu_host->set_error(KEEL_ERROR_INVALID_ARGUMENT, "%s: unknown attribute %d", fn, (int)attr);
     }
     int v = 0;
-    gpuError_t err = hipFuncGetAttribute(&v, a, k->fn);
+    gpuError_t err = NV_CONTEXT(k->dev);
+    if (err == gpuSuccess)
+        err = hipFuncGetAttribute(&v, a, k->fn);
     if (err != gpuSuccess)
         return keel__gpu_error(err, fn, NULL);
     *value = v;
     return KEEL_OK;
 }
 
+#ifdef __HIP_PLATFORM_NVIDIA__
+/* The kernel's limit raised (or lowered) to @p bytes, up to the device's
+ * opt-in limit: HIP 6.0 has no module-kernel form of hipFuncSetAttribute on
+ * NVIDIA, so this is the driver call it would wrap. */
+static keel_status_t kern_set_max_dynamic_shared(void *kernel_ctx, size_t bytes)
+{
+    const keel__gpu_kernel_t *k = kernel_ctx;
+    if (bytes > INT_MAX)
+        return keel__gpu_host->set_error(KEEL_ERROR_INVALID_ARGUMENT,
+                                          "keel_kernel_set_max_dynamic_shared: %zu bytes is too many", bytes);
+    gpuError_t err = module_context(k->dev);
+    if (err == gpuSuccess)
+        err = hipCUResultTohipError(cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                       (int)bytes));
+    if (err != gpuSuccess) {
+        char what[64];
+        snprintf(what, sizeof what, "%zu bytes on hip:%d", bytes, k->dev->ordinal);
+        return keel__gpu_error(err, "keel_kernel_set_max_dynamic_shared", what);
+    }
+    return KEEL_OK;
+}
+#else
 static keel_status_t kern_set_max_dynamic_shared(void *kernel_ctx, size_t bytes)
 {
     /* AMD has no opt-in: a block may use the device's whole LDS per block
@@ -177,31 +228,40 @@ static keel_status_t kern_set_max_dynamic_shared(void *kernel_ctx, size_t bytes)
         return keel__gpu_error(err, "keel_kernel_set_max_dynamic_shared", NULL);
     if (bytes > (size_t)limit)
         return keel__gpu_host->set_error(KEEL_ERROR_INVALID_ARGUMENT,
-                                         "keel_kernel_set_max_dynamic_shared: %zu bytes exceed the %d bytes of "
-                                         "shared memory (LDS) a block may use on hip:%d",
-                                         bytes, limit, k->dev->ordinal);
+                                          "keel_kernel_set_max_dynamic_shared: %zu bytes exceed the %d bytes of "
+                                          "shared memory (LDS) a block may use on hip:%d",
+                                          bytes, limit, k->dev->ordinal);
     return KEEL_OK;
 }
+#endif
 
 /* A launch that hipModuleLaunchKernel refuses has no resident blocks: a
  * block past the kernel's threads per block, or more dynamic shared memory
  * than a block may have (kern_set_max_dynamic_shared), is 0 without asking
- * the runtime, as the CUDA plugin answers. */
+ * the runtime, as the CUDA plugin answers. On NVIDIA the shared memory limit
+ * is the kernel's own attribute, which kern_set_max_dynamic_shared sets. */
 static keel_status_t kern_max_active_blocks(void *kernel_ctx, int block_threads, size_t shared_bytes,
                                             int *blocks)
 {
     const keel__gpu_kernel_t *k = kernel_ctx;
     int n = 0, max_threads = 0, max_shared = 0;
-    gpuError_t err = hipFuncGetAttribute(&max_threads, HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->fn);
+    gpuError_t err = NV_CONTEXT(k->dev);
+    if (err == gpuSuccess)
+        err = hipFuncGetAttribute(&max_threads, HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->fn);
+#ifdef __HIP_PLATFORM_NVIDIA__
+    if (err == gpuSuccess)
+        err = hipFuncGetAttribute(&max_shared, HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->fn);
+#else
     if (err == gpuSuccess)
         err = gpuDeviceGetAttribute(&max_shared, gpuAttrSharedPerBlock, k->dev->ordinal);
+#endif
     if (err != gpuSuccess)
         return keel__gpu_error(err, "keel_kernel_max_active_blocks", NULL);
     if (block_threads > max_threads || shared_bytes > (size_t)max_shared) {
         *blocks = 0;
         return KEEL_OK;
     }
-    err = keel__gpu_use_device(k->dev);
+    err = module_context(k->dev);
     if (err == gpuSuccess)
         err = hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(&n, k->fn, block_threads, shared_bytes);
     if (err != gpuSuccess)
@@ -214,9 +274,9 @@ static keel_status_t kern_max_active_blocks(void *kernel_ctx, int block_threads,
 static keel_status_t mod_get_global(void *module_ctx, const char *name, void **ptr, size_t *bytes)
 {
     keel__gpu_module_t *m = module_ctx;
-    hipDeviceptr_t dptr = NULL;
+    hipDeviceptr_t dptr = 0;   /* a pointer on AMD, CUDA's integer CUdeviceptr on NVIDIA */
     size_t size = 0;
-    gpuError_t err = keel__gpu_use_device(m->dev);
+    gpuError_t err = module_context(m->dev);
     if (err == gpuSuccess)
         err = hipModuleGetGlobal(&dptr, &size, m->library, name);
     if (err == hipErrorNotFound || err == hipErrorInvalidValue || err == hipErrorInvalidSymbol) {
@@ -226,15 +286,15 @@ static keel_status_t mod_get_global(void *module_ctx, const char *name, void **p
         (void)gpuGetLastError();
         if (is_kernel)
             return keel__gpu_host->set_error(KEEL_ERROR_NOT_FOUND,
-                                             "keel_module_get_global: '%s' is a kernel of the module, not a "
-                                             "variable (look it up with keel_module_get_kernel)", name);
+                                              "keel_module_get_global: '%s' is a kernel of the module, not a "
+                                              "variable (look it up with keel_module_get_kernel)", name);
         return keel__gpu_host->set_error(KEEL_ERROR_NOT_FOUND,
-                                         "keel_module_get_global: the module has no variable '%s' (a __device__ or "
-                                         "__constant__ variable at namespace scope keeps its name)", name);
+                                          "keel_module_get_global: the module has no variable '%s' (a __device__ or "
+                                          "__constant__ variable at namespace scope keeps its name)", name);
     }
     if (err != gpuSuccess)
         return keel__gpu_error(err, "keel_module_get_global", name);
-    *ptr = (void *)dptr;
+    *ptr = (void *)(uintptr_t)dptr;
     *bytes = size;
     return KEEL_OK;
 }

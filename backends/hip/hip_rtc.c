@@ -2,6 +2,10 @@
 /* Run-time compilation for keel-hip.so through hiprtc (part of libamdhip64
  * in ROCm 5.2): the source is compiled for the device's full target name
  * ("gfx90a:sramecc+:xnack-"), so the code object matches the GPU's mode.
+ * On HIP's NVIDIA platform hiprtc is NVRTC, and hiprtcGetCode gives PTX: the
+ * target is the virtual architecture compute_XY of the device's compute
+ * capability (the newest NVRTC knows at or below it), which the driver
+ * compiles for the GPU when the module is loaded.
  * Code objects go into the core's compilation cache, keyed by the source,
  * its name, the options, the target name and the HIP runtime version. */
 #include <stddef.h>
@@ -10,6 +14,7 @@
 #include <string.h>
 #include "hip_internal.h"
 
+
 #ifndef KEEL_HAVE_HIPRTC
 /* configure found no hiprtc to link (config/keel_hip.m4). */
 keel_status_t keel__hip_rtc_compile(const keel__gpu_device_t *dev, const char *source, const char *name,
@@ -17,8 +22,8 @@ keel_status_t keel__hip_rtc_compile(const keel__gpu_device_t *dev, const char *s
 {
     (void)dev, (void)source, (void)name, (void)options, (void)num_options, (void)image, (void)size;
     return keel__gpu_host->set_error(KEEL_ERROR_NOT_SUPPORTED,
-                                     "keel_module_compile: this keel-hip was built without hiprtc (ROCm's run-time "
-                                     "compiler); load a code object built with hipcc --genco instead");
+                                      "keel_module_compile: this keel-hip was built without hiprtc (ROCm's run-time "
+                                      "compiler); load a code object built with hipcc --genco instead");
 }
 #else
 #include <hip/hiprtc.h>
@@ -37,24 +42,50 @@ static keel_status_t rtc_fail(hiprtcProgram prog, hiprtcResult res, const char *
                            ? KEEL_ERROR_INVALID_ARGUMENT
                            : KEEL_ERROR_COMPILE_FAILED;
     st = keel__gpu_host->set_error(st, "keel_module_compile: hiprtc: %s compiling '%s'%s%s", hiprtcGetErrorString(res),
-                                   name, log != NULL && log[0] ? "; log: " : "", log != NULL ? log : "");
+                                    name, log != NULL && log[0] ? "; log: " : "", log != NULL ? log : "");
     free(log);
     return st;
 }
+
+#ifdef __HIP_PLATFORM_NVIDIA__
+/* --gpu-architecture=compute_XY for @p dev: its own compute capability, or
+ * where NVRTC does not know it, the newest architecture below it NVRTC knows. */
+static void nv_arch(const keel__gpu_device_t *dev, char *opt, size_t size)
+{
+    int cc = dev->cc_major * 10 + dev->cc_minor, best = cc, n = 0;
+    int archs[256];
+    if (nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0 && n <= (int)(sizeof archs / sizeof archs[0]) &&
+        nvrtcGetSupportedArchs(archs) == NVRTC_SUCCESS) {
+        best = 0;
+        for (int i = 0; i < n; i++)
+            if (archs[i] <= cc && archs[i] > best)
+                best = archs[i];
+        if (best == 0)
+            best = cc;   /* older than every target: NVRTC says so */
+    }
+    snprintf(opt, size, "--gpu-architecture=compute_%d", best);
+}
+#endif
 
 keel_status_t keel__hip_rtc_compile(const keel__gpu_device_t *dev, const char *source, const char *name,
                                     const char *const *options, int num_options, void **image, size_t *size)
 {
     if (num_options < 0 || num_options > MAX_OPTIONS - 1)
         return keel__gpu_host->set_error(KEEL_ERROR_INVALID_ARGUMENT,
-                                         "keel_module_compile: %d options (at most %d)", num_options,
-                                         MAX_OPTIONS - 1);
+                                          "keel_module_compile: %d options (at most %d)", num_options,
+                                          MAX_OPTIONS - 1);
+    char arch[300];
+#ifdef __HIP_PLATFORM_NVIDIA__
+    nv_arch(dev, arch, sizeof arch);
+#else
     hipDeviceProp_t prop;
+    memset(&prop, 0, sizeof prop);
     gpuError_t err = hipGetDeviceProperties(&prop, dev->ordinal);
     if (err != gpuSuccess)
         return keel__gpu_error(err, "keel_module_compile", "hipGetDeviceProperties");
-    char arch[300];
+    prop.gcnArchName[sizeof prop.gcnArchName - 1] = '\0';
     snprintf(arch, sizeof arch, "--gpu-architecture=%s", prop.gcnArchName);
+#endif
     const char *opts[MAX_OPTIONS];
     opts[0] = arch;
     for (int i = 0; i < num_options; i++)

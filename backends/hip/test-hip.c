@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* test-hip: keel-hip.so on a machine without a usable AMD GPU. The plugin is
- * built here, so the core must find and load it, probe must fail with the
- * reason ("no HIP device ..."), KEEL_BACKEND=hip must be an error that says
- * so, and KEEL_BACKEND=hip,cpu must fall through to the CPU. Each setting
- * runs in a fresh tests/keel-env-probe, since Keel reads its environment
- * once per process. Exits 77 where an AMD GPU is usable: these expectations
- * are for machines without one, and the conformance suites test the GPU. */
+/* test-hip: keel-hip.so on a machine without a usable HIP device (an AMD
+ * GPU, or an NVIDIA one where the plugin is built for HIP's NVIDIA
+ * platform). The plugin is built here, so the core must find and load it,
+ * probe must fail with the reason ("no HIP device ..."), KEEL_BACKEND=hip
+ * must be an error that says so, and KEEL_BACKEND=hip,cpu must fall through
+ * to the CPU. Each setting runs in a fresh tests/keel-env-probe, since Keel
+ * reads its environment once per process. Exits 77 where a HIP device is
+ * usable (these expectations are for machines without one, and the
+ * conformance suites test the GPU), and where the plugin is unusable for a
+ * reason other than missing hardware or drivers (a vendor library missing,
+ * say), which it prints. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +38,9 @@ static char *hip_info(void)
     return v;
 }
 
-/* Whether @p detail names a reason a HIP backend is unusable here. */
+/* Whether @p detail names a reason a HIP backend is unusable on a machine
+ * without a HIP device: no GPU or no driver (AMD's amdgpu and /dev/kfd, or
+ * the NVIDIA driver), or on AMD no ROCm runtime. */
 static int names_reason(const char *detail)
 {
     return strstr(detail, "no HIP device") != NULL || strstr(detail, "libamdhip64") != NULL;
@@ -83,7 +89,14 @@ int main(void)
 {
     char *info = hip_info();
     if (info != NULL && strstr(info, "usable=1") != NULL) {
-        printf("SKIP: an AMD GPU is usable (%s); these tests are for machines without one\n", info);
+        printf("SKIP: a HIP device is usable (%s); these tests are for machines without one\n", info);
+        free(info);
+        return 77;
+    }
+    if (info != NULL && strstr(info, "keel-hip.so") != NULL && !names_reason(info)) {
+        printf("SKIP: keel-hip.so is not usable here for a reason other than a missing GPU or driver (%s); "
+               "these tests are for machines without a HIP device\n",
+               info);
         free(info);
         return 77;
     }

@@ -10,7 +10,13 @@
  * 32. Every shuffle here passes width 32, so on a 64-lane wavefront each
  * half is a warp of its own, with exactly CUDA's semantics: no butterfly or
  * broadcast crosses into the other half. The kernels use no ballot, vote,
- * __syncwarp or warp-synchronous shared memory, which would not map. */
+ * __syncwarp or warp-synchronous shared memory, which would not map.
+ *
+ * HIP's NVIDIA platform (__HIP_PLATFORM_NVIDIA__, nvcc) is CUDA underneath:
+ * the runtime names still go through HIP, but the device code keeps CUDA's
+ * own number types, conversions and *_sync shuffles, and the opt-in shared
+ * memory limit, which HIP 6.0's NVIDIA headers do not map, is asked of the
+ * CUDA runtime. */
 #ifndef KEEL_KERNELS_GPU_HIP_H
 #define KEEL_KERNELS_GPU_HIP_H
 
@@ -21,13 +27,25 @@
 #define cudaSuccess hipSuccess
 #define cudaGetLastError hipGetLastError
 #define cudaGetDevice hipGetDevice
+#ifdef __HIP_PLATFORM_NVIDIA__
+static inline hipError_t keel__hip_device_attribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+    return hipCUDAErrorTohipError(cudaDeviceGetAttribute(value, attr, device));
+}
+#define cudaDeviceGetAttribute keel__hip_device_attribute
+#else
 #define cudaDeviceGetAttribute hipDeviceGetAttribute
 #define cudaDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
 #define cudaDevAttrMaxSharedMemoryPerBlockOptin hipDeviceAttributeSharedMemPerBlockOptin
+#endif
 #define cudaFuncSetAttribute(kernel, attr, value) hipFuncSetAttribute((const void *)(kernel), (attr), (value))
 #define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
 
-#ifdef __HIPCC__
+#if defined(__HIPCC__) && defined(__HIP_PLATFORM_NVIDIA__)
+#include <hip/hip_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#elif defined(__HIPCC__)
 #include <hip/hip_runtime.h>
 #include <hip/hip_fp16.h>
 #include <hip/hip_bfloat16.h>

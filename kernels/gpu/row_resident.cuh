@@ -7,6 +7,14 @@
 #ifndef KEEL_GPU_HIP
 #include <cooperative_groups.h> // clusters (sm_90); HIP has none and compiles them out
 #endif
+// Device code for thread block clusters: CUDA's, from sm_90. Not in the HIP
+// build, AMD or NVIDIA platform alike: nvcc defines __CUDA_ARCH__ on HIP's
+// NVIDIA platform too, but HIP has no cluster launch (cluster_launch_ok).
+#if !defined(KEEL_GPU_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define KEEL_GPU_CLUSTER_CODE 1
+#else
+#define KEEL_GPU_CLUSTER_CODE 0
+#endif
 #include "kernels/gpu/row_stats.cuh"
 
 namespace {
@@ -353,7 +361,7 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
     size_t np = cols / Pack<T>::N;
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
     int rank = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if KEEL_GPU_CLUSTER_CODE
     namespace cg = cooperative_groups;
     if (cl > 1)
         rank = (int)cg::this_cluster().block_rank();
@@ -382,7 +390,7 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
             warp_stat[w] = t;
         __syncthreads();
         t = group_stat<C, LN, 32>(lane < nw ? warp_stat[lane] : stat_identity<C, LN>());
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if KEEL_GPU_CLUSTER_CODE
         if (cl > 1) {
             cg::cluster_group cluster = cg::this_cluster();
             if (threadIdx.x == 0)
