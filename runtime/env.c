@@ -27,11 +27,6 @@ static const struct {
     {"KEEL_CPU_CFLAGS", "CPU backend: its flags (default -O3 -march=native -fno-math-errno -fno-trapping-math)"},
     {"KEEL_FAULT", "fault injection: site:N, site:N+ or site:p=P[:seed=S], comma-separated; sites host-alloc, "
                    "device-alloc, thread-create, plugin-load, vendor-call, stream-enqueue, compile (default none)"},
-    {"KEEL_CUDA_LAUNCH", "CUDA plugin: kernel (default) launches context-free CUkernels, function launches CUfunctions"},
-    {"KEEL_CUDA_HOST_FUNCS", "CUDA plugin: keel (default) runs host functions on a thread per stream, cuda on CUDA's"},
-    {"KEEL_CUDA_COPY_THREADS", "CUDA plugin: host threads staging pageable copies, 1..16 (default half the cores, at most 8)"},
-    {"KEEL_CUDA_STAGING_CHUNK_KB", "CUDA plugin: pageable-copy staging chunk in KiB, 256..262144 (default 4096)"},
-    {"KEEL_CUDA_LT_ALGO", "CUDA plugin: cuBLASLt algorithm, tune (default) times the candidates, 0..7 picks one"},
 };
 
 /* The core's variables first, then those of each plugin's table (the

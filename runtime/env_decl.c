@@ -113,16 +113,6 @@ keel_status_t keel__env_decls_check(const keel_env_decl_t *table, const char *ba
     return KEEL_OK;
 }
 
-const char *keel__env_decl_value(const keel_env_decl_t *table, const char *name)
-{
-    for (const keel_env_decl_t *d = table; d && d->name; d++)
-        if (strcmp(d->name, name) == 0) {
-            const char *as;
-            return raw_value(d, &as);
-        }
-    return NULL;
-}
-
 void keel__env_decl_describe(const keel_env_decl_t *d, const char *backend, char *buf, size_t cap)
 {
     char values[224];

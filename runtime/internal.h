@@ -50,10 +50,12 @@ struct keel_backend {
     int builtin;                  /* the CPU backend: no file, no dlopen */
     pthread_mutex_t lock;         /* guards the first load */
     atomic_int loaded;            /* load attempted (status/reason final) */
-    /* The plugin's environment table (runtime/env_decl.c), while it is
-     * loaded, and each variable's line for keel_env_var_get. */
-    const keel_env_decl_t *env;
+    /* The plugin's environment table (runtime/env_decl.c), copied when it
+     * was checked: kept, for keel_env_var_get, after a probe that failed
+     * unloaded the plugin. */
     int env_count;
+    char env_name[KEEL__ENV_DECL_MAX][64];
+    char env_alias[KEEL__ENV_DECL_MAX][64];
     char env_desc[KEEL__ENV_DECL_MAX][320];
 };
 
@@ -471,8 +473,6 @@ KEEL_HIDDEN keel_status_t keel__cpu_env_check(const char *name, const char *valu
 /* Checks every variable of table (ended by a NULL name) as set now: an
  * error naming the variable and the values it takes, or KEEL_OK. */
 KEEL_HIDDEN keel_status_t keel__env_decls_check(const keel_env_decl_t *table, const char *backend);
-/* The value of the table's variable name (its alias when name is unset), or NULL. */
-KEEL_HIDDEN const char *keel__env_decl_value(const keel_env_decl_t *table, const char *name);
 /* What the variable takes, in words ("kernel or function", "a whole number from 1 to 16"). */
 KEEL_HIDDEN void keel__env_decl_values(const keel_env_decl_t *d, char *buf, size_t cap);
 /* keel_env_var_get's line for a plugin's variable. */

@@ -347,8 +347,6 @@ static void fail(struct keel_backend *b, keel_status_t status, const char *fmt, 
         b->dl = NULL;
     }
     b->plugin = NULL;
-    b->env = NULL;
-    b->env_count = 0;
 }
 
 static const keel_backend_plugin_t *open_plugin(struct keel_backend *b)
@@ -466,9 +464,11 @@ static void load_backend(struct keel_backend *b)
             return;
         }
         int n = 0;
-        for (; env[n].name; n++)
+        for (; env[n].name; n++) {
+            snprintf(b->env_name[n], sizeof b->env_name[n], "%s", env[n].name);
+            snprintf(b->env_alias[n], sizeof b->env_alias[n], "%s", env[n].alias ? env[n].alias : "");
             keel__env_decl_describe(&env[n], b->name, b->env_desc[n], sizeof b->env_desc[n]);
-        b->env = env;
+        }
         b->env_count = n;
     }
     int count = 0;
@@ -639,11 +639,14 @@ static const char *plugin_env_value(const char *name)
 {
     if (!name)
         return NULL;
-    for (int i = 0; i < nbackends; i++) {
-        const char *v;
-        if (backends[i].env && (v = keel__env_decl_value(backends[i].env, name)) != NULL)
-            return v;
-    }
+    for (int i = 0; i < nbackends; i++)
+        for (int j = 0; j < backends[i].env_count; j++)
+            if (strcmp(backends[i].env_name[j], name) == 0) {
+                const char *v = getenv(name);
+                if ((!v || !v[0]) && backends[i].env_alias[j][0])
+                    v = getenv(backends[i].env_alias[j]);
+                return v && v[0] ? v : NULL;
+            }
     return NULL;
 }
 
@@ -651,8 +654,7 @@ int keel__plugin_env_count(void)
 {
     int n = 0;
     for (int i = 0; i < nbackends; i++)
-        if (keel__backend_loaded(&backends[i])->env)
-            n += backends[i].env_count;
+        n += keel__backend_loaded(&backends[i])->env_count;
     return n;
 }
 
@@ -660,10 +662,8 @@ int keel__plugin_env_get(int index, const char **name, const char **description)
 {
     for (int i = 0; i < nbackends; i++) {
         struct keel_backend *b = keel__backend_loaded(&backends[i]);
-        if (!b->env)
-            continue;
         if (index < b->env_count) {
-            *name = b->env[index].name;
+            *name = b->env_name[index];
             *description = b->env_desc[index];
             return 0;
         }

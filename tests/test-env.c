@@ -427,9 +427,11 @@ START_TEST(malformed_cuda_variables_are_invalid_environment)
         printf("keel-cuda.so is not built here: the CUDA plugin's variables were not checked\n");
         return;
     }
-    const char *values[] = {"KEEL_CUDA_LAUNCH=kernels",  "KEEL_CUDA_HOST_FUNCS=both", "KEEL_CUDA_COPY_THREADS=0",
-                            "KEEL_CUDA_COPY_THREADS=17", "KEEL_CUDA_STAGING_CHUNK_KB=1x", "KEEL_CUDA_LT_ALGO=8",
-                            "KEEL_CUDA_LT_ALGO=-1",      "KEEL_CUDA_LT_ALGO=fast",    "KEEL_CUDA_LT_ALGO=3 "};
+    /* the GPU names and the older CUDA names they still answer to */
+    const char *values[] = {"KEEL_CUDA_LAUNCH=kernels",     "KEEL_CUDA_HOST_FUNCS=both",  "KEEL_CUDA_COPY_THREADS=0",
+                            "KEEL_CUDA_COPY_THREADS=17",    "KEEL_CUDA_STAGING_CHUNK_KB=1x", "KEEL_CUDA_LT_ALGO=8",
+                            "KEEL_CUDA_LT_ALGO=-1",         "KEEL_CUDA_LT_ALGO=fast",     "KEEL_CUDA_LT_ALGO=3 ",
+                            "KEEL_GPU_HOST_FUNCS=both",     "KEEL_GPU_COPY_THREADS=17",   "KEEL_GPU_STAGING_CHUNK_KB=255"};
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
         char name[64];
         var_name(values[i], name, sizeof name);
@@ -444,7 +446,8 @@ START_TEST(malformed_cuda_variables_are_invalid_environment)
     /* the accepted forms, in any case, get past the check (to "no device"
      * on a machine without a GPU) */
     const char *fine[] = {"KEEL_CUDA_LT_ALGO=tune", "KEEL_CUDA_LT_ALGO=0",      "KEEL_CUDA_LT_ALGO=7",
-                          "KEEL_CUDA_LT_ALGO=TUNE", "KEEL_CUDA_LAUNCH=Function", "KEEL_CUDA_HOST_FUNCS=CUDA"};
+                          "KEEL_CUDA_LT_ALGO=TUNE", "KEEL_CUDA_LAUNCH=Function", "KEEL_CUDA_HOST_FUNCS=CUDA",
+                          "KEEL_GPU_HOST_FUNCS=cuda", "KEEL_GPU_COPY_THREADS=16", "KEEL_GPU_STAGING_CHUNK_KB=256"};
     for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
         p = run(ENV("KEEL_BACKEND=cuda", fine[i]), CMDS("init"));
         char *st = status_of(&p, "init");

@@ -53,9 +53,9 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
     if (err == gpuSuccess)
         err = gpuDeviceGetAttribute(&v, gpuAttrMemoryPoolsSupported, index);
     dev->pools_supported = v;
-    /* KEEL_CUDA_HOST_FUNCS=cuda: run host functions on CUDA's one thread. */
-    const char *hf = getenv("KEEL_CUDA_HOST_FUNCS");
-    atomic_init(&dev->stream_wait_value, keel__cu.StreamWaitValue32 != NULL && !(hf != NULL && strcasecmp(hf, "cuda") == 0));
+    /* KEEL_GPU_HOST_FUNCS=cuda: run host functions on CUDA's one thread. */
+    const char *hf = keel__gpu_env("KEEL_GPU_HOST_FUNCS");
+    atomic_init(&dev->stream_wait_value, keel__cu.StreamWaitValue32 != NULL && !(hf != NULL && strcasecmp(hf, "keel") != 0));
     if (keel__cu.StreamWaitValue32 == NULL && keel__gpu_host->log_enabled(KEEL_LOG_WARN))
         keel__gpu_host->log(KEEL_LOG_WARN, "cuda:%d: the driver has no cuStreamWaitValue32: host functions run on "
                                             "CUDA's own thread", index);

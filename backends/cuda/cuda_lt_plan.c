@@ -75,7 +75,7 @@ static int lt_forced_algo(void)
     static _Atomic int cached = -2;
     int v = atomic_load_explicit(&cached, memory_order_relaxed);
     if (v == -2) {
-        const char *s = getenv("KEEL_CUDA_LT_ALGO");
+        const char *s = keel__gpu_env("KEEL_CUDA_LT_ALGO");
         v = s && s[0] >= '0' && s[0] <= '9' ? atoi(s) : -1;
         if (v > KEEL_CUDA_LT_ALGO_MAX)
             v = KEEL_CUDA_LT_ALGO_MAX;

@@ -131,7 +131,7 @@ static keel_status_t mod_get_kernel(void *module_ctx, const char *name, void **k
     kc->kernel = k;
     kc->fn = (CUfunction)k;
     kc->dev = m->dev;
-    const char *mode = getenv("KEEL_CUDA_LAUNCH");
+    const char *mode = keel__gpu_env("KEEL_CUDA_LAUNCH");
     if (mode != NULL && strcasecmp(mode, "function") == 0) {
         int pushed = keel__cuda_push_primary(m->dev);
         CUfunction f = NULL;

@@ -44,9 +44,6 @@ keel_status_t keel__gpu_probe(const keel_host_api_t *host, void **backend_ctx, i
                                const char **desc)
 {
     (void)host;
-    keel_status_t env = keel__gpu_check_env();
-    if (env != KEEL_OK)
-        return env;
     /* The runtime would find out too, but only as "insufficient driver";
      * looking first gives the user the actual reason. */
     if (driver_dl == NULL) {

@@ -43,6 +43,7 @@ static keel_backend_plugin_t plugin = {
     .event = &keel__gpu_event_vtable,
     .kernel = &keel__gpu_kernel_vtable,
     .graph = &keel__gpu_graph_vtable,
+    .env = keel__gpu_env_table,
 };
 
 __attribute__((visibility("default"))) const keel_backend_plugin_t *keel_backend_init(const keel_host_api_t *host);

@@ -1,52 +1,48 @@
 /* SPDX-License-Identifier: MIT */
-/* The GPU plugins' own environment variables, checked once at probe so that
- * garbage in them is an error naming the valid values, not a silent default.
- * Both plugins read the KEEL_CUDA_* names (the cuBLASLt setting is CUDA's
- * alone). Words match without regard to case, as in the core's variables. */
+/* The GPU plugins' environment variables, as a table the core checks before
+ * probe (keel_env_decl_t, docs/backend-authors.md) and lists in keel-info.
+ * Variables that apply to both plugins have GPU names; the KEEL_CUDA_* names
+ * they had before stay as aliases. The launch mode and the cuBLASLt setting
+ * are CUDA's alone. */
+#include <stddef.h>
 #include <stdlib.h>
-#include <string.h>
-#include <strings.h>
 #include "gpu_internal.h"
 #ifndef KEEL_GPU_HIP
 #include "backends/cuda/cuda_internal.h" /* KEEL_CUDA_LT_ALGO_MAX */
 #endif
 
-static int one_of(const char *v, const char *a, const char *b)
-{
-    return strcasecmp(v, a) == 0 || strcasecmp(v, b) == 0;
-}
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
-static int number_in(const char *v, unsigned long long lo, unsigned long long hi)
-{
-    if (v[0] < '0' || v[0] > '9')
-        return 0;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    return *end == '\0' && x >= lo && x <= hi;
-}
-
-keel_status_t keel__gpu_check_env(void)
-{
-    const char *v;
-    if ((v = getenv("KEEL_CUDA_LAUNCH")) && v[0] && !one_of(v, "kernel", "function"))
-        return keel__gpu_host->set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
-                                         "KEEL_CUDA_LAUNCH=\"%s\": expected kernel (the default) or function", v);
-    if ((v = getenv("KEEL_CUDA_HOST_FUNCS")) && v[0] && !one_of(v, "keel", "cuda"))
-        return keel__gpu_host->set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
-                                         "KEEL_CUDA_HOST_FUNCS=\"%s\": expected keel (the default) or cuda", v);
-    if ((v = getenv("KEEL_CUDA_COPY_THREADS")) && v[0] && !number_in(v, 1, 16))
-        return keel__gpu_host->set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
-                                         "KEEL_CUDA_COPY_THREADS=\"%s\": expected a whole number from 1 to 16", v);
-    if ((v = getenv("KEEL_CUDA_STAGING_CHUNK_KB")) && v[0] && !number_in(v, 256, 256 << 10))
-        return keel__gpu_host->set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
-                                         "KEEL_CUDA_STAGING_CHUNK_KB=\"%s\": expected a whole number from 256 to 262144",
-                                         v);
-#ifndef KEEL_GPU_HIP /* cuBLASLt plans (backends/cuda/cuda_lt_plan.h) */
-    if ((v = getenv("KEEL_CUDA_LT_ALGO")) && v[0] && strcasecmp(v, "tune") != 0 && !number_in(v, 0, KEEL_CUDA_LT_ALGO_MAX))
-        return keel__gpu_host->set_error(KEEL_ERROR_INVALID_ENVIRONMENT,
-                                         "KEEL_CUDA_LT_ALGO=\"%s\": expected tune (the default) or a candidate "
-                                         "number from 0 to %d",
-                                         v, KEEL_CUDA_LT_ALGO_MAX);
+const keel_env_decl_t keel__gpu_env_table[] = {
+    {"KEEL_GPU_HOST_FUNCS", "KEEL_CUDA_HOST_FUNCS", KEEL_ENV_CHOICE,
+#ifdef KEEL_GPU_HIP
+     "keel|hip|cuda",
+#else
+     "keel|cuda",
 #endif
-    return KEEL_OK;
+     0, 0, "keel",
+     "where host functions run: keel, a thread per stream; " KEEL_GPU_BACKEND_NAME ", the " KEEL_GPU_RUNTIME
+     " runtime's own thread"},
+    {"KEEL_GPU_COPY_THREADS", "KEEL_CUDA_COPY_THREADS", KEEL_ENV_UINT, NULL, 1, 16, "half the cores, at most 8",
+     "host threads that stage pageable copies"},
+    {"KEEL_GPU_STAGING_CHUNK_KB", "KEEL_CUDA_STAGING_CHUNK_KB", KEEL_ENV_UINT, NULL, 256, 256 << 10, "4096",
+     "the staging chunk of pageable copies, in KiB"},
+#ifndef KEEL_GPU_HIP
+    {"KEEL_CUDA_LAUNCH", NULL, KEEL_ENV_CHOICE, "kernel|function", 0, 0, "kernel",
+     "launches of context-free CUkernels (kernel) or of CUfunctions (function)"},
+    {"KEEL_CUDA_LT_ALGO", NULL, KEEL_ENV_UINT, "tune", 0, KEEL_CUDA_LT_ALGO_MAX, "tune",
+     "the cuBLASLt algorithm of a plan: tune times the candidates, a number picks that candidate"},
+#endif
+    {NULL, NULL, KEEL_ENV_TEXT, NULL, 0, 0, NULL, NULL},
+};
+
+const char *keel__gpu_env(const char *name)
+{
+    const keel_host_api_t *h = keel__gpu_host;
+    if (h && h->struct_size >= offsetof(keel_host_api_t, env_value) + sizeof h->env_value && h->env_value)
+        return h->env_value(name);
+    /* A core without env_value: the name as it is set. */
+    const char *v = getenv(name);
+    return v && v[0] ? v : NULL;
 }

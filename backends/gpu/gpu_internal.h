@@ -204,6 +204,9 @@ KEEL_GPU_HIDDEN void keel__gpu_blas_stream_release(keel__gpu_stream_t *s);
 KEEL_GPU_HIDDEN void keel__gpu_blas_device_release(keel__gpu_device_t *dev);
 
 /* gpu_env.c: KEEL_CUDA_* checked at probe; INVALID_ENVIRONMENT (error set) on garbage. */
-KEEL_GPU_HIDDEN keel_status_t keel__gpu_check_env(void);
+/* gpu_env.c: the plugins' environment table, and a variable of it as the
+ * core checked it (NULL when unset). */
+KEEL_GPU_HIDDEN extern const keel_env_decl_t keel__gpu_env_table[];
+KEEL_GPU_HIDDEN const char *keel__gpu_env(const char *name);
 
 #endif /* KEEL_GPU_INTERNAL_H */

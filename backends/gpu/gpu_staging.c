@@ -16,7 +16,7 @@
 
 enum {
     STAGING_SLOTS = 4,
-    STAGING_CHUNK_DEFAULT = 4 << 20,  /* bytes per slot; KEEL_CUDA_STAGING_CHUNK_KB overrides */
+    STAGING_CHUNK_DEFAULT = 4 << 20,  /* bytes per slot; KEEL_GPU_STAGING_CHUNK_KB overrides */
     STAGING_MIN_COPY = 2 << 20,       /* below this the driver's own path is as good */
     COPY_MAX_THREADS = 16,
     COPY_MIN_SLICE = 256 << 10        /* below this a slice is not worth a thread */
@@ -125,8 +125,8 @@ static void *copy_worker(void *arg)
 
 static size_t env_size(const char *name, size_t dflt, size_t lo, size_t hi)
 {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0')
+    const char *v = keel__gpu_env(name); /* checked before probe */
+    if (v == NULL)
         return dflt;
     char *end;
     unsigned long long x = strtoull(v, &end, 10);
@@ -139,11 +139,11 @@ static void pool_start(void)
 {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     /* Half the cores, at most 8: enough to outrun the link on the hosts
-     * measured, without taking the machine. KEEL_CUDA_COPY_THREADS overrides. */
+     * measured, without taking the machine. KEEL_GPU_COPY_THREADS overrides. */
     size_t want = ncpu > 1 ? (size_t)ncpu / 2 : 1;
     if (want > 8)
         want = 8;
-    want = env_size("KEEL_CUDA_COPY_THREADS", want, 1, COPY_MAX_THREADS);
+    want = env_size("KEEL_GPU_COPY_THREADS", want, 1, COPY_MAX_THREADS);
     int started = 0;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -210,7 +210,7 @@ static keel_status_t staging_get(keel__gpu_device_t *dev, const char *fn, struct
         gpuError_t err = st != NULL ? keel__gpu_use_device(dev) : gpuErrorMemoryAllocation;
         int i = 0;
         if (st != NULL)
-            st->chunk = env_size("KEEL_CUDA_STAGING_CHUNK_KB", STAGING_CHUNK_DEFAULT >> 10, 256, 256 << 10) << 10;
+            st->chunk = env_size("KEEL_GPU_STAGING_CHUNK_KB", STAGING_CHUNK_DEFAULT >> 10, 256, 256 << 10) << 10;
         for (; err == gpuSuccess && i < STAGING_SLOTS; i++) {
             err = gpuHostAlloc(&st->buf[i], st->chunk, gpuHostAllocPortable);
             if (err == gpuSuccess) {

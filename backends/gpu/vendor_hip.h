@@ -166,7 +166,7 @@ static inline hipError_t keel__gpu_advise(const void *p, size_t n, int advice, i
 #define gpuStreamWaitEvent hipStreamWaitEvent
 /* ROCm 5.2's headers declare hipLaunchHostFunc but libamdhip64 does not
  * export it: hip_hostfn.c looks it up at run time, and without it a host
- * function that needs it (graph capture, KEEL_CUDA_HOST_FUNCS=cuda) is
+ * function that needs it (graph capture, KEEL_GPU_HOST_FUNCS=hip) is
  * NOT_SUPPORTED, named by gpuLaunchHostFuncName. (On NVIDIA it is
  * cudaLaunchHostFunc, always there.) */
 #define gpuLaunchHostFunc keel__hip_launch_host_func

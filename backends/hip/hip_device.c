@@ -64,10 +64,9 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
     (void)gpuGetLastError();
     dev->pools_supported = v;
     /* Host functions on the stream's own thread through hipStreamWaitValue32,
-     * unless KEEL_CUDA_HOST_FUNCS=cuda (the name is shared with the CUDA
-     * plugin, whose code this is) asks for the runtime's thread. */
-    const char *hf = getenv("KEEL_CUDA_HOST_FUNCS");
-    atomic_init(&dev->stream_wait_value, !(hf != NULL && strcasecmp(hf, "cuda") == 0));
+     * unless KEEL_GPU_HOST_FUNCS=hip asks for the runtime's thread. */
+    const char *hf = keel__gpu_env("KEEL_GPU_HOST_FUNCS");
+    atomic_init(&dev->stream_wait_value, !(hf != NULL && strcasecmp(hf, "keel") != 0));
     if (dev->pools_supported) {
         uint64_t threshold = UINT64_MAX;
         err = keel__gpu_use_device(dev);

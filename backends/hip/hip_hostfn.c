@@ -3,7 +3,7 @@
  * declares it in hip_runtime_api.h without exporting it, so a direct call
  * would keep keel-hip.so from loading at all. Host functions normally run on
  * the stream's own thread (cuda_hostfn.c, through hipStreamWaitValue32); this
- * is only the path for graph capture and KEEL_CUDA_HOST_FUNCS=cuda. On
+ * is only the path for graph capture and KEEL_GPU_HOST_FUNCS=hip. On
  * HIP's NVIDIA platform it is cudaLaunchHostFunc, always there. */
 #include "hip_internal.h"
 

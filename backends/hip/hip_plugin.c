@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* keel-hip.so: the probe (the entry point is backends/cuda/cuda_entry.c).
+/* keel-hip.so: the probe (the entry point is backends/gpu/gpu_entry.c).
  *
  * Link policy: the plugin links libamdhip64 (runtime, module API and hiprtc
  * in one library). Where ROCm is not installed, dlopen of the plugin fails
@@ -56,9 +56,6 @@ keel_status_t keel__gpu_probe(const keel_host_api_t *host, void **backend_ctx, i
                                const char **desc)
 {
     (void)host;
-    keel_status_t env = keel__gpu_check_env();
-    if (env != KEEL_OK)
-        return env;
 #ifndef __HIP_PLATFORM_NVIDIA__
     /* The amdgpu driver's compute interface: without it the runtime finds no
      * device either, but only after starting up; say it plainly instead. */
