@@ -31,7 +31,7 @@ void bo_init(int argc, char **argv)
             bo_quick = 1;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "usage: %s [--quick] [SUBSTRING...] (see the head of keel-bench-ops-cuda.c)\n", argv[0]);
-            exit(2);
+            exit(3);
         } else {
             filters[nfilters++] = argv[i];
         }

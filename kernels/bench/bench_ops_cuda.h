@@ -42,7 +42,7 @@ extern cudaStream_t bo_cs;   /* the alternative's side */
 extern int bo_quick;
 
 /* Parses the command line (--quick, row filters) and the environment
- * (KEEL_BENCH_BUDGET, KEEL_BENCH_SEED), and prints the seed. Exits 2 on a
+ * (KEEL_BENCH_BUDGET, KEEL_BENCH_SEED), and prints the seed. Exits 3 on a
  * bad argument. */
 void bo_init(int argc, char **argv);
 double bo_elapsed(void);
