@@ -109,9 +109,9 @@ typedef struct {
  * Prints what it found under label; returns 1 when every point holds. */
 int bo_check_product(const char *label, const bo_product_t *p, int points);
 
-/* The bound on |computed - exact| of one element of a product: its output
- * rounding and an f32 accumulation over terms of total size sum_abs. */
-double bo_product_tol(const bo_product_t *p, double ref, double sum_abs);
+/* The bound on |computed - exact| of one element ref = act(pre) of a
+ * product whose terms (and bias) have magnitudes summing to sum_abs. */
+double bo_product_tol(const bo_product_t *p, double ref, double pre, double sum_abs);
 
 /* The dense rows against cuBLASLt (bench_ops_cuda_dense.c). */
 void bo_dense_rows(void);

@@ -182,8 +182,9 @@ static int lt_pick(dn_t *d, const char *name)
 
 /* Every element of Keel's output against cuBLASLt's: within twice the
  * tolerance of one element (each side may be off by it), with the sum of
- * the magnitudes bounded for these inputs (uniform in [-1, 1): k/4 on
- * average, with a spread of about sqrt(k)/4). */
+ * the magnitudes and the activation's input bounded for these inputs
+ * (uniform in [-1, 1): the sum k/4 on average with a spread of about
+ * sqrt(k)/4; the input is within 6 of its spread, sqrt(k/9 + 1/3), of 0). */
 static int outputs_agree(const char *name, const dn_t *d)
 {
     size_t count = d->m * d->n, es = keel_dtype_size(d->dt);
@@ -194,13 +195,15 @@ static int outputs_agree(const char *name, const dn_t *d)
     }
     bo_download(a, d->yk, es, count, 1);
     bo_download(b, d->yl, es, count, 1);
-    bo_product_t p = {.out_dt = d->dt, .tf32 = d->tf32};
+    bo_product_t p = {.out_dt = d->dt, .tf32 = d->tf32, .act = d->act};
     double sum_bound = (double)d->k / 4 + 3 * sqrt((double)d->k) + 1;
+    double pre_bound = 6 * sqrt((double)d->k / 9 + 1.0 / 3);
     size_t bad = 0, first = 0;
     double worst = 0;
     for (size_t i = 0; i < count; i++) {
         double x = bo_value(a, d->dt, i), y = bo_value(b, d->dt, i);
-        double tol = 2 * bo_product_tol(&p, fmax(fabs(x), fabs(y)), sum_bound), err = fabs(x - y);
+        double big = fmax(fabs(x), fabs(y));
+        double tol = 2 * bo_product_tol(&p, big, fmax(big, pre_bound), sum_bound), err = fabs(x - y);
         if (!(err <= tol)) {
             if (!bad++)
                 first = i;

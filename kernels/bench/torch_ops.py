@@ -19,7 +19,8 @@ against its target; the last lines are one summary line per row.
 Targets (ratio at least): add and GELU 0.97 (both are bound by memory, as
 torch's are); sums 1.0; softmax and layer norm 1.0, and 1.15 where torch
 leaves bandwidth unused (softmax 4096 to 65536 columns, layer norm 4096 to
-65536); the dense layer bf16 relu(linear(x)): 1.1 at 4096^3 and 2.5 at
+65536; bf16 layer norm is shown with no target); the dense layer bf16
+relu(linear(x)): 1.1 at 4096^3 and 2.5 at
 4096 x 64 x 4096 (out x batch x in), where torch pays a separate ReLU pass.
 
 Usage (KEEL_BACKEND=cuda; the keel package importable, e.g. built with
@@ -164,7 +165,8 @@ def run(b, seed):
         def chk(t_out):
             x = ta.double()
             ref = 0.5 * x * (1 + torch.erf(x * 0.7071067811865476))
-            return b.check(name, ky_t, ref, 1e-5, 1e-7, "Keel") and b.check(name, t_out, ref, 1e-5, 1e-7, "torch")
+            # an absolute term: 1 + erf(x / sqrt 2) cancels for negative x
+            return b.check(name, ky_t, ref, 1e-5, 4e-6, "Keel") and b.check(name, t_out, ref, 1e-5, 4e-6, "torch")
         b.row(name, 8.0 * n, "GB/s", lambda: keel.gelu(ka, out=ky), lambda: F.gelu(ta), 0.97, chk)
 
     name = "sum f32 n=2^%d" % int(math.log2(n))
@@ -228,7 +230,7 @@ def run(b, seed):
             def chk(t_out, ref=ref, rtol=rtol, atol=atol, ln=ln):
                 return b.check(ln, out_t, ref, rtol, atol, "Keel") and b.check(ln, t_out, ref, rtol, atol, "torch")
             b.row(ln, 2.0 * es * r * cols, "GB/s", lambda: keel.layer_norm(kx, out=ko),
-                  lambda: F.layer_norm(tx, (cols,)), layernorm_target(cols), chk)
+                  lambda: F.layer_norm(tx, (cols,)), 0 if bf else layernorm_target(cols), chk)
             del ref
         del tx, kx, out_t, ko, xd
     del ka, kb, ky, ta, tb, ky_t
@@ -250,9 +252,13 @@ def run(b, seed):
         mag = tx.double().abs() @ tw.double().abs().t() + tbias.double().abs()
         atol = 1.2 * 2 ** -14 * mag
 
-        def chk(t_out, ref=ref, atol=atol, name=name):
+        # torch may sum split-K partial products in bf16 (its default
+        # allow_bf16_reduced_precision_reduction), a few ulps more: its
+        # result is held to 2^-4 and 2^-10 of the magnitudes, which a wrong
+        # operand or layout (off by about |ref|) still fails.
+        def chk(t_out, ref=ref, atol=atol, mag=mag, name=name):
             return (b.check(name, ty_k, ref, 1.2 * 2 ** -7, atol, "Keel") and
-                    b.check(name, t_out, ref, 1.2 * 2 ** -7, atol, "torch"))
+                    b.check(name, t_out, ref, 2 ** -4, 2 ** -10 * mag, "torch"))
         b.row(name, 2.0 * outf * batch * inf, "GFLOP/s", lambda: keel.dense(kx, kw, kbias, "relu", out=ky),
               lambda: F.relu(F.linear(tx, tw, tbias)), target, chk)
         del tw, tx, tbias, ty_k, kw, kx, kbias, ky, pre, ref, mag, atol
