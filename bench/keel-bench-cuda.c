@@ -307,14 +307,15 @@ static void fill_random(void *p, size_t n, unsigned seed);
 static int check_small(struct small_call *c)
 {
     float ha[SMALL_N], hb[SMALL_N], hy[SMALL_N];
+    unsigned long long ra[SMALL_N], rb[SMALL_N];
     static const char *const form[] = {"keel_binary_vec", "keel_launch_kernel (NVRTC)", "cuLaunchKernel (PTX)"};
     int ok = 1;
     for (int how = 0; how < 3; how++) {
-        fill_random(ha, sizeof ha, 11 + 2 * how);
-        fill_random(hb, sizeof hb, 12 + 2 * how);
-        for (int i = 0; i < SMALL_N; i++) { /* finite values: the random bits, scaled into [-1, 1) */
-            ha[i] = (float)(((const unsigned *)ha)[i] >> 8) * 0x1p-23f - 1.0f;
-            hb[i] = (float)(((const unsigned *)hb)[i] >> 8) * 0x1p-23f - 1.0f;
+        fill_random(ra, sizeof ra, 11 + 2 * how);
+        fill_random(rb, sizeof rb, 12 + 2 * how);
+        for (int i = 0; i < SMALL_N; i++) { /* 24 random bits each, scaled into [-1, 1): exact floats */
+            ha[i] = (float)(ra[i] >> 40) * 0x1p-23f - 1.0f;
+            hb[i] = (float)(rb[i] >> 40) * 0x1p-23f - 1.0f;
         }
         CK(keel_memcpy(c->a, ha, sizeof ha));
         CK(keel_memcpy(c->b, hb, sizeof hb));
