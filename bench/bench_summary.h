@@ -10,7 +10,9 @@
  * row with no target; SKIP for a row left out for the time budget.
  * Exit status (bench_exit_status): 0 every row met its target, 1 a target was
  * missed or a result was wrong, 2 none missed but rows were skipped. An error
- * that stops a benchmark exits 3 (its own CHECK macros); no device, 77. */
+ * that stops a benchmark exits 3 (its own CHECK macros); no device, 77.
+ * The rows are static: a program of several files records and prints them
+ * from one of its files. */
 #ifndef KEEL_BENCH_SUMMARY_H
 #define KEEL_BENCH_SUMMARY_H
 

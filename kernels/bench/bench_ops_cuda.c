@@ -76,6 +76,12 @@ int bo_wanted(const char *name)
     return 1;
 }
 
+int bo_finish(void)
+{
+    bench_print_summary("ratio = alternative time / Keel time", bo_elapsed());
+    return bench_exit_status();
+}
+
 /* ---- timing ---- */
 
 static double time_batch(bo_fn f, void *ctx, int on_keel, int reps)

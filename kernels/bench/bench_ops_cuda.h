@@ -47,6 +47,10 @@ extern int bo_quick;
 void bo_init(int argc, char **argv);
 double bo_elapsed(void);
 
+/* Prints the summary of every row recorded (bench/bench_summary.h keeps
+ * the rows of this file's calls) and returns the exit status. */
+int bo_finish(void);
+
 /* One call of one side; on_keel says which stream a batch synchronizes. */
 typedef void (*bo_fn)(void *ctx);
 

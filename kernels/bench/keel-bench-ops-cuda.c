@@ -584,6 +584,5 @@ int main(int argc, char **argv)
 
     cublasDestroy(blas);
     CK_CUDA(cudaStreamDestroy(bo_cs));
-    bench_print_summary("ratio = alternative time / Keel time", bo_elapsed());
-    return bench_exit_status();
+    return bo_finish();
 }
