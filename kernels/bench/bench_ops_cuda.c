@@ -324,7 +324,11 @@ int bo_check_product(const char *label, const bo_product_t *p, int points)
             i = (size_t)((bo_rand(s, 2 * (size_t)t, 0.5f) + 0.5f) * (float)p->m) % p->m;
             j = (size_t)((bo_rand(s, 2 * (size_t)t + 1, 0.5f) + 0.5f) * (float)p->n) % p->n;
         }
-        bo_download(arow, (const char *)p->a + i * p->a_si * ies, ies, p->k, p->a_sp);
+        if (p->a_host) /* a strided row, gathered on the host rather than read element by element */
+            for (size_t q = 0; q < p->k; q++)
+                memcpy((char *)arow + q * ies, (const char *)p->a_host + (i * p->a_si + q * p->a_sp) * ies, ies);
+        else
+            bo_download(arow, (const char *)p->a + i * p->a_si * ies, ies, p->k, p->a_sp);
         bo_download(bcol, (const char *)p->b + j * p->b_sj * ies, ies, p->k, p->b_sp);
         unsigned char got_raw[8];
         bo_download(got_raw, (const char *)p->c + (i * p->c_si + j * p->c_sj) * oes, oes, 1, 1);

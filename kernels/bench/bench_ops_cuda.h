@@ -100,6 +100,7 @@ void bo_download(void *host, const void *dev, size_t es, size_t count, size_t st
  * of C at C[i * c_si + j * c_sj]. */
 typedef struct {
     const void *a, *b, *bias; /* bias: m elements of in_dt, or NULL */
+    const void *a_host;       /* a copy of A in host memory, or NULL: A's rows are read from the device */
     const void *c;
     size_t m, n, k;
     size_t a_si, a_sp, b_sp, b_sj, c_si, c_sj;

@@ -410,7 +410,8 @@ typedef struct {
     keel_dtype_t in, out;
     keel_compute_t compute;
     const void *a, *b;
-    void *c, *c_alt; /* Keel's output and cuBLAS's */
+    const void *a_host; /* A in host memory, for the checks (its rows are strided) */
+    void *c, *c_alt;    /* Keel's output and cuBLAS's */
 } mm_t;
 
 static cudaDataType_t cty(keel_dtype_t d)
@@ -450,7 +451,7 @@ static void cublas_gemm(void *c)
 
 static int check_gemm(const char *label, const mm_t *g, const void *c)
 {
-    bo_product_t p = {.a = g->a, .b = g->b, .c = c, .m = g->m, .n = g->n, .k = g->k,
+    bo_product_t p = {.a = g->a, .a_host = g->a_host, .b = g->b, .c = c, .m = g->m, .n = g->n, .k = g->k,
                       .a_si = 1, .a_sp = g->m, .b_sp = 1, .b_sj = g->k, .c_si = 1, .c_sj = g->m,
                       .in_dt = g->in, .out_dt = g->out, .tf32 = g->compute == KEEL_COMPUTE_TF32,
                       .act = KEEL_ACT_NONE};
@@ -525,6 +526,11 @@ static void gemm_rows(void)
     CHECK(keel_malloc(bo_dev, elems * 4, &c_alt)); /* a Keel allocation, so that the check can read it */
     bo_upload_random(a32, KEEL_F32, elems, bo_seed(), 1.0f);
     bo_upload_random(b32, KEEL_F32, elems, bo_seed(), 1.0f);
+    void *ah = malloc(elems * 4);
+    if (!ah) {
+        fprintf(stderr, "keel-bench-ops-cuda: no host memory for the GEMM checks\n");
+        exit(3);
+    }
     for (size_t t = 0; t < 4; t++) {
         const void *a = a32, *b = b32;
         if (types[t].in != KEEL_F32) { /* the same random data, rounded to the 16-bit type */
@@ -533,16 +539,18 @@ static void gemm_rows(void)
             CHECK(keel_stream_synchronize(bo_ks));
             a = a16, b = b16;
         }
+        bo_download(ah, a, keel_dtype_size(types[t].in), elems, 1);
         for (size_t i = 0; i < nshapes; i++) {
             mm_t g = rows[t][i];
             if (g.m == 0)
                 continue;
             g.in = types[t].in, g.out = types[t].out, g.compute = types[t].c;
-            g.a = a, g.b = b, g.c = c, g.c_alt = c_alt;
+            g.a = a, g.a_host = ah, g.b = b, g.c = c, g.c_alt = c_alt;
             snprintf(name, sizeof name, "gemm %s %zux%zux%zu", types[t].name, g.m, g.n, g.k);
             gemm_row(name, &g, i < ns && squares[i] <= 512 ? TARGET_GEMM_SMALL : TARGET_GEMM);
         }
     }
+    free(ah);
     CHECK(keel_free(a32));
     CHECK(keel_free(b32));
     CHECK(keel_free(a16));
