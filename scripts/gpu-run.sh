@@ -25,8 +25,9 @@
 #                                       .libs/ with LD_LIBRARY_PATH. Logs go to
 #                                       $OUT (or ./gpu-out), at most 8 files.
 #                                       Knobs (environment): TESTS_BUDGET, TEST_TIMEOUT,
-#                                       SUITES, ALGO_SWEEP (" " skips it), BENCH_BUDGET, BENCHES ("runtime ops"),
-#                                       PAGEABLE_SWEEP, TORCH_BUDGET, TORCH_ARGS,
+#                                       SUITES, ALGO_SWEEP (" " skips it), BENCH_BUDGET, BENCHES
+#                                       ("runtime ops kernels torch python"), BENCH_QUICK,
+#                                       PAGEABLE_SWEEP, TORCH_ARGS,
 #                                       SANITIZE_BUDGET, SANITIZE_RUNS ("tool:suite ...").
 #
 # Paths: libtool and the tests bake the build machine's absolute build path
@@ -141,7 +142,7 @@ SUMMARY=$OUTDIR/summary.txt
 # Time budgets in seconds (device time is scarce): each phase stops starting
 # new runs when its budget is spent, and each run is cut at what is left.
 TESTS_BUDGET=${TESTS_BUDGET:-180}
-BENCH_BUDGET=${BENCH_BUDGET:-120}
+BENCH_BUDGET=${BENCH_BUDGET:-360}
 SANITIZE_BUDGET=${SANITIZE_BUDGET:-180}
 
 # left BUDGET START: seconds left of a phase's budget (at least 10 while > 0).
@@ -205,9 +206,9 @@ run_algo_sweep() {
     done
 }
 
-# wants_bench NAME: whether BENCHES (default "runtime ops kernels") names it.
+# wants_bench NAME: whether BENCHES (default: all of them) names it.
 wants_bench() {
-    case " ${BENCHES:-runtime ops kernels} " in *" $1 "*) return 0 ;; esac
+    case " ${BENCHES:-runtime ops kernels torch python} " in *" $1 "*) return 0 ;; esac
     return 1
 }
 
@@ -227,53 +228,128 @@ run_examples() {
     cat "$out"
 }
 
+# The bench step: every GPU benchmark, each to its end (or its time cap),
+# its full output in bench.log and its summary lines (bench/bench_summary.h:
+# name, measured [spread], target, verdict) in bench-summary.txt. The step
+# fails when any benchmark exits non-zero (1 a target missed or a result
+# wrong, 2 rows skipped for the budget, 3 an error, 77 no device, 124 cut by
+# its cap), after all of them ran. BENCH_BUDGET (default 360 s) bounds the
+# whole step: each benchmark gets its cap or what is left, whichever is less.
+# BENCH_QUICK=1 runs the C benchmarks and torch_ops.py in their quick modes.
+BENCH_LOG=$OUTDIR/bench.log
+BENCH_TABLE=$OUTDIR/bench-summary.txt
+
 run_bench() {
     phase=$(date +%s)
-    if wants_bench runtime; then
-        bench_one bench/keel-bench-cuda
-        run_pageable_sweep
+    bench_failed=""
+    : >"$BENCH_LOG"
+    {
+        echo "# Keel GPU benchmarks, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
+        echo "# row, measured [min..max of the pairs], target, verdict; each benchmark's head says how its ratio reads"
+    } >"$BENCH_TABLE"
+    q=""
+    [ "${BENCH_QUICK:-0}" = 1 ] && q=--quick
+    wants_bench runtime && bench_one 60 bench/keel-bench-cuda $q
+    wants_bench runtime && run_pageable_sweep
+    wants_bench ops && bench_one 200 kernels/bench/keel-bench-ops-cuda $q
+    wants_bench kernels && bench_one 90 bench/keel-bench-kernels $q
+    if wants_bench torch || wants_bench python; then
+        if python_package >>"$BENCH_LOG" 2>&1; then
+            wants_bench torch && bench_one 120 kernels/bench/torch_ops.py ${TORCH_ARGS:-$q}
+            wants_bench python && bench_one 60 python/bench/bench_launch.py $q
+        else
+            bench_failed="$bench_failed python-package"
+            echo "== the keel Python package did not build (bench.log): torch_ops.py and bench_launch.py not run" >>"$BENCH_TABLE"
+        fi
     fi
-    wants_bench ops && bench_one kernels/bench/keel-bench-ops-cuda
-    wants_bench kernels && bench_one bench/keel-bench-kernels
+    if [ -n "$bench_failed" ]; then
+        echo "# FAIL:$bench_failed" >>"$BENCH_TABLE"
+        note "bench: FAIL:$bench_failed (table: bench-summary.txt)"
+    else
+        echo "# PASS: every benchmark met every target" >>"$BENCH_TABLE"
+        note "bench: PASS (table: bench-summary.txt)"
+    fi
+    cat "$BENCH_TABLE"
+    [ -z "$bench_failed" ]
 }
 
-# The staging pipeline's knobs: host threads and chunk size.
+# The staging pipeline's knobs, host threads and chunk size, swept when
+# PAGEABLE_SWEEP names configurations (threads:KiB, e.g. "4:4096 8:4096
+# 12:4096 8:8192"); for tuning, outside the verdict.
 run_pageable_sweep() {
     b=$BUILD/bench/keel-bench-cuda
-    [ -e "$b" ] || return
-    sweep=$OUTDIR/pageable-sweep.txt
-    : >"$sweep"
-    for cfg in ${PAGEABLE_SWEEP:-4:4096 8:4096 12:4096 8:8192}; do
+    [ -e "$b" ] && [ -n "$(echo ${PAGEABLE_SWEEP:-})" ] || return 0
+    for cfg in $PAGEABLE_SWEEP; do
         budget=$(left "$BENCH_BUDGET" "$phase")
         [ "$budget" -gt 0 ] || break
-        echo "KEEL_CUDA_COPY_THREADS=${cfg%%:*} KEEL_CUDA_STAGING_CHUNK_KB=${cfg#*:}" >>"$sweep"
+        echo "===== pageable sweep: KEEL_CUDA_COPY_THREADS=${cfg%%:*} KEEL_CUDA_STAGING_CHUNK_KB=${cfg#*:}" >>"$BENCH_LOG"
         KEEL_BACKEND=cuda KEEL_CUDA_COPY_THREADS=${cfg%%:*} KEEL_CUDA_STAGING_CHUNK_KB=${cfg#*:} \
-            timeout "$budget" "$(real_binary "$b")" --quick --pageable 2>&1 | grep -E "^pageable|check" >>"$sweep"
+            timeout "$budget" "$(real_binary "$b")" --quick --pageable 2>&1 | grep -E "^pageable|check" >>"$BENCH_LOG"
     done
-    cat "$sweep"
 }
 
+# bench_one CAP PATH [ARGS...]: one benchmark (a binary of build-gpu, or a
+# Python script of the checkout), at most CAP seconds.
 bench_one() {
-    [ -e "$BUILD/$1" ] || { note "bench $1: not built"; return; }
+    cap=$1
+    what=$2
+    shift 2
+    case $what in
+    *.py) cmd="python3 $ROOT/$what" ;;
+    *)
+        [ -e "$BUILD/$what" ] || { bench_failed="$bench_failed $what(not-built)"; echo "== $what: not built" >>"$BENCH_TABLE"; return; }
+        cmd=$(real_binary "$BUILD/$what")
+        ;;
+    esac
     budget=$(left "$BENCH_BUDGET" "$phase")
-    [ "$budget" -gt 0 ] || { note "bench $1: not run (bench budget spent)"; return; }
-    out=$OUTDIR/$(basename "$1").txt
-    echo "\$ KEEL_BACKEND=cuda $1" >"$out"
-    KEEL_BACKEND=cuda timeout "$budget" "$(real_binary "$BUILD/$1")" >>"$out" 2>&1
-    note "bench $1: rc=$?"
-    cat "$out"
+    if [ "$budget" -le 0 ]; then
+        bench_failed="$bench_failed $what(not-run)"
+        echo "== $what: not run (BENCH_BUDGET spent)" >>"$BENCH_TABLE"
+        return
+    fi
+    [ "$cap" -lt "$budget" ] && budget=$cap
+    out=$(mktemp)
+    start=$(date +%s)
+    echo "===== \$ KEEL_BACKEND=cuda $what $* (at most $budget s)" >>"$BENCH_LOG"
+    # The C benchmarks end their own runs a little before the cap (rows
+    # past it are SKIP), so that they still print their summary.
+    KEEL_BACKEND=cuda KEEL_BENCH_BUDGET=$((budget > 30 ? budget - 15 : budget)) PYTHONPATH=$PYSITE${PYTHONPATH:+:$PYTHONPATH} \
+        PYTHONUNBUFFERED=1 timeout "$budget" $cmd "$@" >"$out" 2>&1
+    rc=$?
+    cat "$out" >>"$BENCH_LOG"
+    secs=$(($(date +%s) - start))
+    echo "== $what $* (exit $rc, $secs s)" >>"$BENCH_TABLE"
+    case $what in
+    */bench_launch.py) grep -E "^target " "$out" | sed "s/^/  /" >>"$BENCH_TABLE" ;;
+    *) awk '/^# summary:/ {on = 1; next} on && /^# [0-9]+ row/ {print "  " $0; on = 0; next} on && NF {print "  " $0}' "$out" >>"$BENCH_TABLE" ;;
+    esac
+    grep -qE "^# summary:|^target " "$out" || echo "  (no summary: $(tail -n 1 "$out"))" >>"$BENCH_TABLE"
+    [ "$rc" -eq 0 ] || bench_failed="$bench_failed $(basename "$what")(exit-$rc)"
+    note "bench $what: rc=$rc ($secs s)"
+    rm -f "$out"
 }
 
-# Keel's ops against PyTorch eager in one process (torch is on the GPU machine).
+# Keel's ops against PyTorch alone (the bench step runs it too).
 run_torch() {
-    out=$OUTDIR/torch-ops.txt
+    BENCHES=torch run_bench
+}
+
+# The keel Python package, built once per run against build-gpu into
+# $PYSITE (the machine's python3 holds torch, CuPy and cuda.core). Prints
+# the end of pip's output.
+PYSITE=/tmp/keel-python
+python_package() {
+    [ -n "${PYSITE_BUILT:-}" ] && return 0
     py=$(command -v python3)
-    "$py" -c 'import torch' 2>/dev/null || { note "torch: python3 has no torch"; return; }
-    echo "\$ KEEL_BACKEND=cuda python3 kernels/bench/torch_ops.py --lib build-gpu/.libs/libkeel.so" >"$out"
-    KEEL_BACKEND=cuda PYTHONUNBUFFERED=1 timeout "${TORCH_BUDGET:-120}" "$py" "$ROOT/kernels/bench/torch_ops.py" \
-        --lib "$BUILD/.libs/libkeel.so" ${TORCH_ARGS:-} >>"$out" 2>&1
-    note "torch: rc=$?"
-    cat "$out"
+    rm -rf "$PYSITE" "$ROOT/python/build"
+    echo "\$ KEEL_BUILD_DIR=build-gpu python3 -m pip install --no-build-isolation --no-deps --target $PYSITE ./python"
+    pip_log=$(mktemp)
+    CFLAGS="-I$BUILD/.gpu-include" KEEL_BUILD_DIR=$BUILD KEEL_SOURCE_DIR=$ROOT "$py" -m pip install -q --no-build-isolation \
+        --no-deps --no-index --target "$PYSITE" "$ROOT/python" >"$pip_log" 2>&1
+    prc=$?
+    tail -n 20 "$pip_log"
+    rm -f "$pip_log"
+    [ "$prc" -eq 0 ] && PYSITE_BUILT=1
 }
 
 # The Python package, built there against build-gpu (the machine's python3
@@ -281,12 +357,9 @@ run_torch() {
 run_python() {
     out=$OUTDIR/python.txt
     py=$(command -v python3)
-    site=/tmp/keel-python
-    rm -rf "$site" "$ROOT/python/build"
+    site=$PYSITE
     {
-        echo "\$ KEEL_BUILD_DIR=build-gpu python3 -m pip install --no-build-isolation --no-deps --target $site ./python"
-        CFLAGS="-I$BUILD/.gpu-include" KEEL_BUILD_DIR=$BUILD KEEL_SOURCE_DIR=$ROOT "$py" -m pip install -q --no-build-isolation --no-deps --no-index --target "$site" \
-            "$ROOT/python" 2>&1 | tail -n 20
+        python_package || echo "the package did not build"
         echo "\$ KEEL_BACKEND=cuda python3 -m pytest python/tests"
         KEEL_BACKEND=cuda PYTHONPATH=$site PYTHONUNBUFFERED=1 timeout "${PYTHON_BUDGET:-240}" "$py" -m pytest -q -rs \
             -p no:cacheprovider "$ROOT/python/tests" >"$OUTDIR/pytest.log" 2>&1
@@ -382,8 +455,8 @@ run)
         case $what in
         info) run_info ;;
         tests) run_tests ;;
-        bench) run_bench ;;
-        torch) run_torch ;;
+        bench) run_bench || failed=1 ;;
+        torch) run_torch || failed=1 ;;
         sanitize) run_sanitize ;;
         examples) run_examples ;;
         python) run_python ;;
@@ -393,6 +466,7 @@ run)
     done
     echo "===== summary"
     cat "$SUMMARY"
+    exit "${failed:-0}"
     ;;
 *)
     echo "usage: $0 prepare | prepare-hip | run [info] [tests] [examples] [bench] [torch] [python] [sanitize] [hip]" >&2
