@@ -12,6 +12,7 @@
  * cublasGemmEx, plus one bias/activation pass for the dense layer. */
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cuda_internal.h"
@@ -371,6 +372,18 @@ static keel_status_t cu_dense(void *ctx, const keel_dense_params_t *p)
     return st != KEEL_ERROR_NOT_SUPPORTED ? st : dense_unfused(ctx, p);
 }
 
+/* cuBLAS and cuBLASLt are linked: usable wherever the plugin loaded. */
+static int cu_blas(void *device_ctx, char *text, size_t size)
+{
+    int v[3] = {0, 0, 0};
+    (void)device_ctx;
+    (void)cublasGetProperty(MAJOR_VERSION, &v[0]);
+    (void)cublasGetProperty(MINOR_VERSION, &v[1]);
+    (void)cublasGetProperty(PATCH_LEVEL, &v[2]);
+    snprintf(text, size, "cuBLAS and cuBLASLt %d.%d.%d", v[0], v[1], v[2]);
+    return 1;
+}
+
 /* ======================================================================== */
 
 static const keel_ops_vtable_t cuda_ops = {
@@ -389,6 +402,7 @@ static const keel_ops_vtable_t cuda_ops = {
     .gemm = cu_gemm,
     .gemv = cu_gemv,
     .dense = cu_dense,
+    .blas = cu_blas,
 };
 
 KEEL_CUDA_HIDDEN const void *keel__cuda_ops_table(void);

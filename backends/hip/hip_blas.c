@@ -14,6 +14,7 @@
  * streams at once, so each Keel stream gets its own, made on its first BLAS
  * call on the stream's device and destroyed with the stream. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include "hip_internal.h"
 #include "cuda_shared.h"
@@ -82,6 +83,17 @@ keel_status_t keel__hip_blas_unavailable(const char *keel_fn)
                                       "here (%s). Debian 12 does not package rocBLAS; keel-hip does not use "
                                       "hipBLASLt",
                                       keel_fn, rocblas_why);
+}
+
+int keel__hip_blas_info(void *device_ctx, char *text, size_t size)
+{
+    (void)device_ctx;
+    pthread_once(&rocblas_once, rocblas_open);
+    if (rocblas_ok)
+        snprintf(text, size, "rocBLAS (%s)", rocblas.lib_name);
+    else
+        snprintf(text, size, "rocBLAS is not usable here: %s", rocblas_why);
+    return rocblas_ok;
 }
 
 keel_status_t keel__hip_rocblas_error(int status, const char *keel_fn, const char *call)

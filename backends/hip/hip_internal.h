@@ -7,7 +7,8 @@
  * What HIP 5.2 lacks and keel-hip therefore answers NOT_SUPPORTED for:
  *   - GEMM, GEMV and the dense layer while librocblas is not loadable
  *     (Debian 12 does not package it; hip_blas.c says why; hipBLASLt is not
- *     used);
+ *     used): the blas entry says so, and the core runs Keel's portable
+ *     kernels for them instead;
  *   - thread block clusters (the row kernels take their non-cluster path);
  *   - a kernel's parameter count (no cuKernelGetParamInfo counterpart). */
 #ifndef KEEL_HIP_INTERNAL_H
@@ -23,6 +24,9 @@ KEEL_CUDA_HIDDEN keel_status_t keel__hip_scratch(void *stream_ctx, void **work, 
 /* hip_blas.c: NOT_SUPPORTED for @p keel_fn, naming the BLAS library that is
  * missing and why it is not usable. */
 KEEL_CUDA_HIDDEN keel_status_t keel__hip_blas_unavailable(const char *keel_fn);
+/* hip_blas.c: the ops table's blas entry (keel/backend_ops.h): opens
+ * librocblas if that was not tried yet; 1 and its file name, or 0 and why not. */
+KEEL_CUDA_HIDDEN int keel__hip_blas_info(void *device_ctx, char *text, size_t size);
 /* hip_blas.c: librocblas and the stream's rocBLAS handle (bound to the
  * stream, host scalars), both made on first use; NOT_SUPPORTED through
  * keel__hip_blas_unavailable when librocblas cannot be loaded. On success

@@ -2,9 +2,8 @@
 /* The HIP operations table (keel/backend_ops.h): the GPU kernels of
  * kernels/gpu (built by hipcc) for the memory-bound operations, HIP's copy
  * engines for copies. GEMM, GEMV and the dense layer go to rocBLAS
- * (ops_blas_hip.c) and answer NOT_SUPPORTED where librocblas is missing
- * (hip_blas.c says why); the core treats that like any other backend's
- * refusal. */
+ * (ops_blas_hip.c); where librocblas is missing the blas entry says why
+ * (hip_blas.c), and the core runs Keel's portable kernels for them. */
 #include <math.h>
 #include "hip_internal.h"
 #include "cuda_shared.h"
@@ -130,6 +129,7 @@ static const keel_ops_vtable_t hip_ops = {
     .gemm = keel__hip_gemm,
     .gemv = keel__hip_gemv,
     .dense = keel__hip_dense,
+    .blas = keel__hip_blas_info,
 };
 
 KEEL_CUDA_HIDDEN const void *keel__cuda_ops_table(void);
