@@ -114,9 +114,13 @@ static void choose(struct keel__blas *b, struct keel_device *d)
     char why[256] = "";
     int has = OPS_HAS(ops, gemm) || OPS_HAS(ops, gemv) || OPS_HAS(ops, dense);
     int usable = has;
-    if (has && OPS_HAS(ops, blas)) {
+    if (OPS_HAS(ops, blas)) {
         usable = ops->blas(d->ctx, why, sizeof why) != 0;
         why[sizeof why - 1] = '\0';
+        if (usable && !has) {
+            usable = 0;
+            snprintf(why, sizeof why, "the %s backend has no GEMM, GEMV or dense entries", backend);
+        }
     } else if (has) {
         snprintf(why, sizeof why, "the %s backend's own", backend);
     } else {

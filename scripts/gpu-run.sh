@@ -126,7 +126,7 @@ run_info() {
 SUITES=${SUITES:-"tests/test-status tests/test-device tests/test-env tests/test-memory tests/test-copy-2d
 tests/test-host-memory tests/test-dlpack tests/test-stream tests/test-kernel tests/test-module-globals
 tests/test-kernel-lang tests/test-module-file tests/test-graph tests/test-loader tests/test-stress tests/test-soak tests/test-exit
-backends/cuda/test-cuda backends/cuda/test-cuda-sticky kernels/tests/test-ops"}
+backends/cuda/test-cuda backends/cuda/test-cuda-sticky kernels/tests/test-ops kernels/tests/test-blas-portable"}
 
 run_tests() {
     log=$OUTDIR/tests.log
@@ -145,6 +145,19 @@ run_tests() {
         note "test  $t: rc=$rc ($(($(date +%s) - start)) s) $(tail -n 3 "$log" | grep -m1 -E '^[0-9]+%:' || true)"
     done
     run_algo_sweep
+    run_portable_ops
+}
+
+# The operations suite once more on Keel's portable BLAS kernels
+# (KEEL_BLAS=fallback), which must pass what cuBLAS passes.
+run_portable_ops() {
+    t=kernels/tests/test-ops
+    case " $(echo $SUITES) " in *" $t "*) ;; *) return ;; esac
+    budget=$(left "$TESTS_BUDGET" "$phase")
+    [ "$budget" -gt 0 ] || { note "test  $t KEEL_BLAS=fallback: not run (tests budget spent)"; return; }
+    echo "===== $t (KEEL_BACKEND=cuda KEEL_BLAS=fallback)" >>"$log"
+    KEEL_BACKEND=cuda KEEL_BLAS=fallback timeout "$budget" "$(real_binary "$BUILD/$t")" >>"$log" 2>&1
+    note "test  $t KEEL_BLAS=fallback: rc=$? $(tail -n 3 "$log" | grep -m1 -E '^[0-9]+%:' || true)"
 }
 
 # The GEMM and dense tests once more with each cuBLASLt candidate a plan
@@ -161,7 +174,8 @@ run_algo_sweep() {
     done
 }
 
-# wants_bench NAME: whether BENCHES (default "runtime ops kernels") names it.
+# wants_bench NAME: whether BENCHES (default "runtime ops kernels") names it;
+# "blas" (Keel's portable SGEMM against cuBLAS's) runs only when named.
 wants_bench() {
     case " ${BENCHES:-runtime ops kernels} " in *" $1 "*) return 0 ;; esac
     return 1
@@ -191,6 +205,7 @@ run_bench() {
     fi
     wants_bench ops && bench_one kernels/bench/keel-bench-ops-cuda
     wants_bench kernels && bench_one bench/keel-bench-kernels
+    wants_bench blas && bench_one kernels/bench/keel-bench-blas-portable-cuda
 }
 
 # The staging pipeline's knobs: host threads and chunk size.
