@@ -14,7 +14,7 @@
 #                                       .libs/ with LD_LIBRARY_PATH. Logs go to
 #                                       $OUT (or ./gpu-out), at most 8 files.
 #                                       Knobs (environment): TESTS_BUDGET, TEST_TIMEOUT,
-#                                       SUITES, ALGO_SWEEP (" " skips it), BENCH_BUDGET, BENCHES ("runtime ops"),
+#                                       SUITES, ALGO_SWEEP (" " skips it), BENCH_BUDGET, BENCHES ("runtime ops kernels"; "blas" too when named),
 #                                       PAGEABLE_SWEEP, TORCH_BUDGET, TORCH_ARGS,
 #                                       SANITIZE_BUDGET, SANITIZE_RUNS ("tool:suite ...").
 #
