@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # embed-text.sh SYMBOL INPUT: writes to stdout a C file defining
 #   const char SYMBOL[] = "<the text of INPUT>";
-# so a library can carry a header's text (the kernel language prelude).
+# so a library can carry a text file (the kernel language prelude, Keel's
+# own kernel sources).
 set -e
 sym=$1
 in=$2

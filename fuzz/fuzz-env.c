@@ -20,7 +20,7 @@
 static const char *const vars[] = {
     "KEEL_LOG",         "KEEL_DEVICE",      "KEEL_BACKEND",          "KEEL_FAULT",  "KEEL_BACKEND_PATH",
     "KEEL_CPU_DEVICES", "KEEL_CPU_THREADS", "KEEL_CPU_MEMORY_LIMIT", "KEEL_CPU_CC", "KEEL_CPU_CFLAGS",
-    "KEEL_CPU_CHECK",
+    "KEEL_CPU_CHECK",   "KEEL_BLAS",
 };
 #define NVARS (sizeof vars / sizeof vars[0])
 
@@ -54,6 +54,11 @@ static int ref_log(const char *v)
         if (strcasecmp(v, levels[i]) == 0)
             return 1;
     return 0;
+}
+
+static int ref_blas(const char *v)
+{
+    return strcasecmp(v, "auto") == 0 || strcasecmp(v, "fallback") == 0 || strcasecmp(v, "vendor") == 0;
 }
 
 /* A byte count > 0 with an optional K, M or G, in either case. */
@@ -139,6 +144,8 @@ static int reference(const char *var, const char *v)
         return ref_memory(v);
     if (!strcmp(var, "KEEL_BACKEND"))
         return ref_backend(v);
+    if (!strcmp(var, "KEEL_BLAS"))
+        return ref_blas(v);
     return -1;
 }
 

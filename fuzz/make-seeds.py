@@ -71,6 +71,7 @@ env = [
     (2, "cuda, cpu"), (3, "host-alloc:3"), (3, "device-alloc:1,thread-create:2+"),
     (3, "stream-enqueue:p=0.01:seed=42"), (3, "compile:0"), (4, "/tmp:/nonexistent"), (5, "64"),
     (6, "1025"), (7, "512M"), (7, "16E"), (8, "ccache gcc"), (9, "-O2 -g"), (10, "1"), (10, "2"),
+    (11, "fallback"), (11, "Vendor"), (11, "openblas"),
 ]
 
 def main(top):

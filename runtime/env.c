@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/internal.h"
+#include "runtime/ops_fallback.h"
 
 static const struct {
     const char *name;
@@ -25,6 +26,9 @@ static const struct {
                        "~/.cache/keel; empty: no cache)"},
     {"KEEL_CPU_CC", "CPU backend: the C compiler that builds kernels at run time (default: the one that built Keel)"},
     {"KEEL_CPU_CFLAGS", "CPU backend: its flags (default -O3 -march=native -fno-math-errno -fno-trapping-math)"},
+    {"KEEL_BLAS", "what runs keel_gemm, keel_gemv and keel_dense: auto (default: the vendor library where it is "
+                  "usable, else Keel's portable kernels), fallback (Keel's portable kernels), vendor (only the vendor "
+                  "library)"},
     {"KEEL_FAULT", "fault injection: site:N, site:N+ or site:p=P[:seed=S], comma-separated; sites host-alloc, "
                    "device-alloc, thread-create, plugin-load, vendor-call, stream-enqueue, compile (default none)"},
 };
@@ -114,6 +118,10 @@ keel_status_t keel__env_check(const char *name, const char *value)
     }
     if (strcmp(name, "KEEL_FAULT") == 0)
         return keel__fault_check(value);
+    if (strcmp(name, "KEEL_BLAS") == 0) {
+        int mode;
+        return keel__env_blas(value, &mode);
+    }
     if (strcmp(name, "KEEL_BACKEND_PATH") == 0)
         return keel__loader_path_check(value);
     return keel__cpu_env_check(name, value);

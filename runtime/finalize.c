@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include "runtime/internal.h"
+#include "runtime/ops_fallback.h"
 
 /* How long the teardown at exit waits for the CPU streams to finish the
  * commands they are running (queued ones are skipped); past it, Keel leaves
@@ -150,6 +151,7 @@ int keel__teardown(int mode)
     keel__handle_keep_contents(forked_mode || at_exit_mode);
     keel__devices_flush(backend_ok);
     release_objects();
+    keel__blas_teardown();
     keel__dlpack_teardown(!at_exit_mode && !forked_mode);
     keel__memory_teardown(backend_ok);
     keel__devices_close(backend_ok);

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "runtime/internal.h"
+#include "runtime/ops_fallback.h"
 
 /* keel_init runs under init_lock until its verdict is final (init_done).
  * A failure that may pass (the host ran out of memory, or KEEL_FAULT made
@@ -205,6 +206,12 @@ static void init_once_fn(void)
             init_fail(keel_last_status());
         }
     }
+
+    const char *blas_env = getenv("KEEL_BLAS");
+    int blas_mode = KEEL__BLAS_AUTO;
+    if (blas_env && blas_env[0] && keel__env_blas(blas_env, &blas_mode) != KEEL_OK)
+        env_fail();
+    keel__blas_set_mode(blas_mode);
 
     long device_index = 0;
     const char *dev_env = getenv("KEEL_DEVICE");

@@ -79,6 +79,9 @@ struct keel_device {
     /* Its number among the opened devices of every backend, given at open:
      * its bit in an allocation's reach (keel__reach_bit). */
     unsigned slot;
+    /* Which BLAS its operations use, and Keel's portable kernels once built
+     * (runtime/ops_fallback.c); made at the first call that asks. */
+    struct keel__blas *_Atomic blas;
 };
 
 struct keel_stream {

@@ -12,6 +12,7 @@
 #include <string.h>
 #include "backends/cpu/cpu_check.h"
 #include "runtime/internal.h"
+#include "runtime/ops_fallback.h"
 #include "keel/backend_ops.h"
 #include "kernels/dtype_size.h"
 
@@ -643,11 +644,9 @@ keel_status_t keel_gemm(keel_stream_t *stream, const keel_gemm_params_t *params)
     /* in bytes: A and C may differ in dtype (check_ptr proved the products fit) */
     TRY(check_overlap(fn, "C", p.c, tc * keel__dtype_size(p.c_type), "A", p.a, ta * keel__dtype_size(p.a_type), 1, 0));
     TRY(check_overlap(fn, "C", p.c, tc * keel__dtype_size(p.c_type), "B", p.b, tb * keel__dtype_size(p.b_type), 1, 0));
-    if (!OPS_ENTRY(ops, gemm))
-        return missing(stream, fn);
+    keel_gemm_params_t q = p;
     if (p.layout == KEEL_ROW_MAJOR) {
         /* C = op(A) op(B) in row-major is C^T = op(B)^T op(A)^T in column-major. */
-        keel_gemm_params_t q = p;
         q.layout = KEEL_COL_MAJOR;
         q.transa = p.transb;
         q.transb = p.transa;
@@ -661,11 +660,16 @@ keel_status_t keel_gemm(keel_stream_t *stream, const keel_gemm_params_t *params)
         q.b_type = p.a_type;
         q.stride_a = p.stride_b;
         q.stride_b = p.stride_a;
-        KEEL__FAULT_ENQUEUE(fn);
-        return ops->gemm(stream->ctx, &q);
     }
     KEEL__FAULT_ENQUEUE(fn);
-    return ops->gemm(stream->ctx, &p);
+    keel_status_t (*entry)(void *, const keel_gemm_params_t *) = OPS_ENTRY(ops, gemm);
+    int portable = keel__blas_pick(stream, entry != NULL, fn);
+    if (portable)
+        return portable > 0 ? keel__portable_gemm(stream, &q, fn) : keel_last_status();
+    keel_status_t st = entry(stream->ctx, &q);
+    if (KEEL__UNLIKELY(st == KEEL_ERROR_NOT_SUPPORTED) && keel__blas_retry(stream, fn))
+        return keel__portable_gemm(stream, &q, fn);
+    return st;
 }
 
 keel_status_t keel_gemv(keel_stream_t *stream, keel_dtype_t dtype, keel_layout_t layout, keel_transpose_op_t trans,
@@ -697,8 +701,6 @@ keel_status_t keel_gemv(keel_stream_t *stream, keel_dtype_t dtype, keel_layout_t
         return KEEL_OK;
     TRY(check_overlap(fn, "y", y, ey, "A", a, used ? ea : 0, es, 0));
     TRY(check_overlap(fn, "y", y, ey, "x", x, used ? ex : 0, es, 0));
-    if (!OPS_ENTRY(ops, gemv))
-        return missing(stream, fn);
     keel_gemv_args_t g = {dtype, trans, m, n, alpha, beta, a, lda, x, incx, y, incy};
     if (layout == KEEL_ROW_MAJOR) {
         /* Row-major A (m x n) is column-major A^T (n x m). */
@@ -707,7 +709,14 @@ keel_status_t keel_gemv(keel_stream_t *stream, keel_dtype_t dtype, keel_layout_t
         g.n = m;
     }
     KEEL__FAULT_ENQUEUE(fn);
-    return ops->gemv(stream->ctx, &g);
+    keel_status_t (*entry)(void *, const keel_gemv_args_t *) = OPS_ENTRY(ops, gemv);
+    int portable = keel__blas_pick(stream, entry != NULL, fn);
+    if (portable)
+        return portable > 0 ? keel__portable_gemv(stream, &g, fn) : keel_last_status();
+    keel_status_t st = entry(stream->ctx, &g);
+    if (KEEL__UNLIKELY(st == KEEL_ERROR_NOT_SUPPORTED) && keel__blas_retry(stream, fn))
+        return keel__portable_gemv(stream, &g, fn);
+    return st;
 }
 
 keel_status_t keel_dense(keel_stream_t *stream, const keel_dense_params_t *params)
@@ -747,8 +756,13 @@ keel_status_t keel_dense(keel_stream_t *stream, const keel_dense_params_t *param
     TRY(check_overlap(fn, "Y", p.y, ey, "W", p.w, used ? ew : 0, es, 0));
     TRY(check_overlap(fn, "Y", p.y, ey, "X", p.x, used ? ex : 0, es, 0));
     TRY(check_overlap(fn, "Y", p.y, ey, "bias", p.bias, p.m, es, 0));
-    if (!OPS_ENTRY(ops, dense))
-        return missing(stream, fn);
     KEEL__FAULT_ENQUEUE(fn);
-    return ops->dense(stream->ctx, &p);
+    keel_status_t (*entry)(void *, const keel_dense_params_t *) = OPS_ENTRY(ops, dense);
+    int portable = keel__blas_pick(stream, entry != NULL, fn);
+    if (portable)
+        return portable > 0 ? keel__portable_dense(stream, &p, fn) : keel_last_status();
+    keel_status_t st = entry(stream->ctx, &p);
+    if (KEEL__UNLIKELY(st == KEEL_ERROR_NOT_SUPPORTED) && keel__blas_retry(stream, fn))
+        return keel__portable_dense(stream, &p, fn);
+    return st;
 }

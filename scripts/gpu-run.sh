@@ -26,7 +26,7 @@
 #                                       $OUT (or ./gpu-out), at most 8 files.
 #                                       Knobs (environment): TESTS_BUDGET, TEST_TIMEOUT,
 #                                       SUITES, ALGO_SWEEP (" " skips it), BENCH_BUDGET, BENCHES
-#                                       ("runtime ops kernels torch python"), BENCH_QUICK,
+#                                       ("runtime ops kernels torch python"; "blas" too when named), BENCH_QUICK,
 #                                       PAGEABLE_SWEEP, TORCH_ARGS,
 #                                       SANITIZE_BUDGET, SANITIZE_RUNS ("tool:suite ...").
 #
@@ -171,7 +171,7 @@ run_info() {
 SUITES=${SUITES:-"tests/test-status tests/test-device tests/test-env tests/test-memory tests/test-copy-2d
 tests/test-host-memory tests/test-dlpack tests/test-stream tests/test-kernel tests/test-module-globals
 tests/test-kernel-lang tests/test-module-file tests/test-graph tests/test-loader tests/test-stress tests/test-soak tests/test-exit
-backends/cuda/test-cuda backends/cuda/test-cuda-sticky kernels/tests/test-ops"}
+backends/cuda/test-cuda backends/cuda/test-cuda-sticky kernels/tests/test-ops kernels/tests/test-blas-portable"}
 
 run_tests() {
     log=$OUTDIR/tests.log
@@ -190,6 +190,19 @@ run_tests() {
         note "test  $t: rc=$rc ($(($(date +%s) - start)) s) $(tail -n 3 "$log" | grep -m1 -E '^[0-9]+%:' || true)"
     done
     run_algo_sweep
+    run_portable_ops
+}
+
+# The operations suite once more on Keel's portable BLAS kernels
+# (KEEL_BLAS=fallback), which must pass what cuBLAS passes.
+run_portable_ops() {
+    t=kernels/tests/test-ops
+    case " $(echo $SUITES) " in *" $t "*) ;; *) return ;; esac
+    budget=$(left "$TESTS_BUDGET" "$phase")
+    [ "$budget" -gt 0 ] || { note "test  $t KEEL_BLAS=fallback: not run (tests budget spent)"; return; }
+    echo "===== $t (KEEL_BACKEND=cuda KEEL_BLAS=fallback)" >>"$log"
+    KEEL_BACKEND=cuda KEEL_BLAS=fallback timeout "$budget" "$(real_binary "$BUILD/$t")" >>"$log" 2>&1
+    note "test  $t KEEL_BLAS=fallback: rc=$? $(tail -n 3 "$log" | grep -m1 -E '^[0-9]+%:' || true)"
 }
 
 # The GEMM and dense tests once more with each cuBLASLt candidate a plan
@@ -206,7 +219,8 @@ run_algo_sweep() {
     done
 }
 
-# wants_bench NAME: whether BENCHES (default: all of them) names it.
+# wants_bench NAME: whether BENCHES (default: all of them but "blas") names it;
+# "blas" (Keel's portable SGEMM against cuBLAS's) runs only when named.
 wants_bench() {
     case " ${BENCHES:-runtime ops kernels torch python} " in *" $1 "*) return 0 ;; esac
     return 1
@@ -253,6 +267,7 @@ run_bench() {
     wants_bench runtime && run_pageable_sweep
     wants_bench ops && bench_one 200 kernels/bench/keel-bench-ops-cuda $q
     wants_bench kernels && bench_one 90 bench/keel-bench-kernels $q
+    wants_bench blas && bench_one 90 kernels/bench/keel-bench-blas-portable-cuda $q
     if wants_bench torch || wants_bench python; then
         if python_package >>"$BENCH_LOG" 2>&1; then
             wants_bench torch && bench_one 120 kernels/bench/torch_ops.py ${TORCH_ARGS:-$q}

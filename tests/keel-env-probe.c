@@ -28,13 +28,18 @@
  *   cross:<b1>:<b2>            copies between memory of device 0 of b1 and of b2: "cross:... <STATUS> <detail>"
  *   roundtrip:<backend>        allocates, copies in and out, checks: "roundtrip:... <STATUS> <detail>"
  *   peer:<b1>:<b2>             "peer:... <STATUS> <can_access>"
+ *   blas:<backend>             keel_device_get_blas_info of device 0: "blas:... <STATUS> kind=<n> <text>"
+ *   gemm:<backend>             a 5 x 3 x 7 f32 GEMM on device 0 of fresh random data, checked against a
+ *                              float64 reference: "gemm:... <STATUS> <detail>" (MISMATCH when wrong)
  *   pinit                      8 threads call keel_init and keel_device_default at once:
  *                              "pinit <STATUS of thread 0> <n threads that agree with it> <device or detail>"
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "keel.h"
 
 static void print_status(const char *cmd, keel_status_t s, const char *ok_text)
@@ -278,6 +283,64 @@ int main(int argc, char **argv)
             if (st)
                 keel_stream_destroy(st);
             keel_free(d);
+            print_status(cmd, s, "");
+        } else if (strncmp(cmd, "blas:", 5) == 0) {
+            keel_device_t *dev = NULL;
+            keel_blas_kind_t kind = KEEL_BLAS_NONE;
+            char text[300] = "";
+            keel_status_t s = keel_device_get(cmd + 5, 0, &dev);
+            if (s == KEEL_OK)
+                s = keel_device_get_blas_info(dev, &kind, text, sizeof text);
+            snprintf(buf, sizeof buf, "kind=%d %s", (int)kind, text);
+            print_status(cmd, s, buf);
+        } else if (strncmp(cmd, "gemm:", 5) == 0) {
+            enum { M = 5, N = 3, K = 7 };
+            float ha[M * K], hb[K * N], hc[M * N];
+            unsigned long long r = (unsigned long long)getpid() * 0x9e3779b97f4a7c15ull + 1;
+            for (int i = 0; i < M * K + K * N; i++) {
+                r = r * 6364136223846793005ull + 1442695040888963407ull;
+                float v = (float)((double)(r >> 11) * 0x1p-53 * 2.0 - 1.0);
+                if (i < M * K)
+                    ha[i] = v;
+                else
+                    hb[i - M * K] = v;
+            }
+            keel_device_t *dev = NULL;
+            keel_stream_t *st = NULL;
+            void *da = NULL, *db = NULL, *dc = NULL;
+            keel_status_t s = keel_device_get(cmd + 5, 0, &dev);
+            if (s == KEEL_OK)
+                s = keel_device_default_stream(dev, &st);
+            if (s == KEEL_OK && (s = keel_malloc(dev, sizeof ha, &da)) == KEEL_OK &&
+                (s = keel_malloc(dev, sizeof hb, &db)) == KEEL_OK && (s = keel_malloc(dev, sizeof hc, &dc)) == KEEL_OK &&
+                (s = keel_memcpy(da, ha, sizeof ha)) == KEEL_OK && (s = keel_memcpy(db, hb, sizeof hb)) == KEEL_OK) {
+                keel_gemm_params_t p;
+                memset(&p, 0, sizeof p);
+                p.struct_size = sizeof p;
+                p.m = M, p.n = N, p.k = K, p.alpha = 1.0;
+                p.a_type = p.b_type = p.c_type = KEEL_F32;
+                p.a = da, p.lda = K, p.b = db, p.ldb = N, p.c = dc, p.ldc = N;
+                s = keel_gemm(st, &p);
+                if (s == KEEL_OK)
+                    s = keel_memcpy(hc, dc, sizeof hc);
+            }
+            int bad = -1;
+            for (int i = 0; s == KEEL_OK && i < M && bad < 0; i++)
+                for (int j = 0; j < N; j++) {
+                    double ref = 0;
+                    for (int l = 0; l < K; l++)
+                        ref += (double)ha[i * K + l] * hb[l * N + j];
+                    if (!(fabs(hc[i * N + j] - ref) <= 1e-5))
+                        bad = i * N + j;
+                }
+            keel_free(da);
+            keel_free(db);
+            keel_free(dc);
+            if (bad >= 0) {
+                printf("%s MISMATCH C[%d] = %g\n", cmd, bad, hc[bad]);
+                fflush(stdout);
+                continue;
+            }
             print_status(cmd, s, "");
         } else if (strcmp(cmd, "pinit") == 0) {
             enum { N = 8 };

@@ -188,6 +188,63 @@ KT_DEVICE_TEST(unordered_copies_on_two_streams_are_refused_every_time)
     KT_OK(keel_stream_destroy(s2));
 }
 
+/* A GEMM's operands are checked as a copy's are, whatever runs it (the
+ * vendor library, or Keel's portable kernels under KEEL_BLAS=fallback:
+ * kernels/tests/test-ops-fallback.sh runs this suite that way too): C read
+ * on another stream before the GEMM is ordered is refused, as is A
+ * overwritten while the GEMM may still read it. */
+KT_DEVICE_TEST(unordered_gemm_operands_are_refused)
+{
+    enum { M = 24, K = 20, NC = 12 };
+    keel_stream_t *s1 = NULL, *s2 = NULL;
+    keel_event_t *e = NULL;
+    float *da = NULL, *db = NULL, *dc = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s1));
+    KT_OK(keel_stream_create(dev, 0, 0, &s2));
+    KT_OK(keel_event_create(dev, KEEL_EVENT_DISABLE_TIMING, &e));
+    KT_OK(keel_malloc(dev, M * K * sizeof(float), (void **)&da));
+    KT_OK(keel_malloc(dev, K * NC * sizeof(float), (void **)&db));
+    KT_OK(keel_malloc(dev, M * NC * sizeof(float), (void **)&dc));
+    for (int r = 0; r < REPEAT; r++) {
+        float ha[M * K], hb[K * NC], hc[M * NC];
+        double ref[M * NC];
+        kt_fill_random_f32(ha, M * K);
+        kt_fill_random_f32(hb, K * NC);
+        kt_poison(hc, sizeof hc);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < NC; j++) {
+                double acc = 0;
+                for (int l = 0; l < K; l++)
+                    acc += (double)ha[i * K + l] * hb[l * NC + j];
+                ref[i * NC + j] = acc;
+            }
+        KT_OK(keel_memcpy(da, ha, sizeof ha));
+        KT_OK(keel_memcpy(db, hb, sizeof hb));
+        keel_gemm_params_t p;
+        memset(&p, 0, sizeof p);
+        p.struct_size = sizeof p;
+        p.m = M, p.n = NC, p.k = K, p.alpha = 1.0;
+        p.a_type = p.b_type = p.c_type = KEEL_F32;
+        p.a = da, p.lda = K, p.b = db, p.ldb = NC, p.c = dc, p.ldc = NC;
+        KT_OK(keel_gemm(s1, &p));
+        KT_FAIL(KEEL_ERROR_BUSY, keel_memcpy_async(hc, dc, sizeof hc, s2));
+        KT_DETAIL_HAS("keel_gemm");
+        KT_FAIL(KEEL_ERROR_BUSY, keel_fill(s2, KEEL_F32, da, M * K, 0.0));
+        KT_DETAIL_HAS("keel_gemm");
+        KT_OK(keel_event_record(e, s1));
+        KT_OK(keel_stream_wait_event(s2, e));
+        KT_OK(keel_memcpy_async(hc, dc, sizeof hc, s2));
+        KT_OK(keel_stream_synchronize(s2));
+        ck_assert_int_eq(kt_check_f32(hc, ref, M * NC, 1e-5, 1e-5), -1);
+    }
+    KT_OK(keel_free(da));
+    KT_OK(keel_free(db));
+    KT_OK(keel_free(dc));
+    KT_OK(keel_event_destroy(e));
+    KT_OK(keel_stream_destroy(s1));
+    KT_OK(keel_stream_destroy(s2));
+}
+
 /* Keel does not know what a kernel writes, so a kernel's output read on
  * another stream is not refused; the stream that reads runs first, every
  * time, so the program reads the old data. */
@@ -424,6 +481,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, copy_back_without_synchronize_is_refused_every_time);
     kt_add_device_test(tc, host_read_without_synchronize_sees_stale_data_every_time);
     kt_add_device_test(tc, unordered_copies_on_two_streams_are_refused_every_time);
+    kt_add_device_test(tc, unordered_gemm_operands_are_refused);
     kt_add_device_test(tc, kernel_output_read_on_another_stream_is_stale_every_time);
     kt_add_device_test(tc, fresh_memory_is_poisoned_every_time);
     kt_add_device_test(tc, freed_memory_is_poisoned_or_refused_every_time);

@@ -5,6 +5,7 @@
  * (tests/keel-env-probe, see its comment for the commands and output).
  * This process never calls Keel. */
 #include <stdlib.h>
+#include "config.h"
 #include "fixture.h"
 
 #define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -542,7 +543,8 @@ START_TEST(explicit_device_selection_checks_the_environment_too)
     const char *values[] = {"KEEL_DEVICE=abc",          "KEEL_BACKEND=cuda, cpu",
                             "KEEL_BACKEND=cpu,,",       "KEEL_BACKEND_PATH=/nonexistent/keel-plugins",
                             "KEEL_LOG=loud",            "KEEL_CPU_THREADS=0",
-                            "KEEL_CPU_MEMORY_LIMIT=1MB", "KEEL_CPU_CHECK=on"};
+                            "KEEL_CPU_MEMORY_LIMIT=1MB", "KEEL_CPU_CHECK=on",
+                            "KEEL_BLAS=fast"};
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
         char name[64];
         var_name(values[i], name, sizeof name);
@@ -574,6 +576,68 @@ START_TEST(explicit_device_selection_checks_the_environment_too)
         ck_assert_msg(strcmp(st, "OK") != 0 && strcmp(st, "KEEL_ERROR_INVALID_ENVIRONMENT") != 0,
                       "[%s] init -> %s, expected a selection error", p.what, st);
         free(st);
+        done(&p);
+    }
+}
+END_TEST
+
+/* KEEL_BLAS picks what runs keel_gemm, keel_gemv and keel_dense: the
+ * vendor library where it is usable (auto), Keel's portable kernels
+ * (fallback), or the vendor library alone (vendor: without one the calls
+ * are refused, not run on Keel's kernels). Each GEMM is checked against a
+ * float64 reference by the probe. */
+START_TEST(blas_choice_comes_from_the_environment)
+{
+#ifdef HAVE_OPENBLAS
+    const char *vendor_kind = "kind=1 OpenBLAS";
+#else
+    const char *vendor_kind = "kind=2 Keel's portable kernels (Keel was built without OpenBLAS)";
+#endif
+    const char *autos[] = {"KEEL_BLAS=", "KEEL_BLAS=auto", "KEEL_BLAS=AUTO"};
+    for (size_t i = 0; i < sizeof autos / sizeof autos[0]; i++) {
+        probe_t p = run(ENV(autos[i]), CMDS("init", "blas:cpu", "gemm:cpu"));
+        EXPECT_STATUS(p, "init", "OK");
+        EXPECT_STATUS(p, "blas:cpu", "OK");
+        EXPECT_DETAIL_HAS(p, "blas:cpu", vendor_kind);
+        EXPECT_STATUS(p, "gemm:cpu", "OK");
+        done(&p);
+    }
+    const char *fallbacks[] = {"KEEL_BLAS=fallback", "KEEL_BLAS=Fallback"};
+    for (size_t i = 0; i < sizeof fallbacks / sizeof fallbacks[0]; i++) {
+        probe_t p = run(ENV(fallbacks[i], "KEEL_LOG=info"), CMDS("blas:cpu", "gemm:cpu"));
+        EXPECT_DETAIL_HAS(p, "blas:cpu", "kind=2 Keel's portable kernels (KEEL_BLAS=fallback)");
+        EXPECT_STATUS(p, "gemm:cpu", "OK");
+        ck_assert_msg(strstr(p.r.err, "cpu:0: keel_gemm, keel_gemv and keel_dense run on Keel's portable kernels"),
+                      "[%s] KEEL_LOG=info does not say what runs the GEMM:\n%s", p.what, p.r.err);
+        done(&p);
+    }
+    probe_t p = run(ENV("KEEL_BLAS=vendor"), CMDS("init", "blas:cpu", "gemm:cpu"));
+    EXPECT_STATUS(p, "init", "OK");
+#ifdef HAVE_OPENBLAS
+    EXPECT_DETAIL_HAS(p, "blas:cpu", "kind=1 OpenBLAS");
+    EXPECT_STATUS(p, "gemm:cpu", "OK");
+#else
+    EXPECT_DETAIL_HAS(p, "blas:cpu", "kind=0 none: Keel was built without OpenBLAS");
+    EXPECT_STATUS(p, "gemm:cpu", "KEEL_ERROR_NOT_SUPPORTED");
+    EXPECT_DETAIL_HAS(p, "gemm:cpu", "KEEL_BLAS=vendor");
+#endif
+    done(&p);
+}
+END_TEST
+
+START_TEST(malformed_blas_choice_is_invalid_environment)
+{
+    const char *values[] = {"KEEL_BLAS=openblas", "KEEL_BLAS=fallback,vendor", "KEEL_BLAS= fallback",
+                            "KEEL_BLAS=1", "KEEL_BLAS=fall"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        probe_t p = run(ENV("KEEL_BACKEND=cpu", values[i]), CMDS("init", "get:cpu:0", "count"));
+        EXPECT_STATUS(p, "init", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_DETAIL_HAS(p, "init", "KEEL_BLAS");
+        EXPECT_DETAIL_HAS(p, "init", "auto");
+        EXPECT_DETAIL_HAS(p, "init", "fallback");
+        EXPECT_DETAIL_HAS(p, "init", "vendor");
+        EXPECT_STATUS(p, "get:cpu:0", "KEEL_ERROR_INVALID_ENVIRONMENT");
+        EXPECT_STATUS(p, "count", "OK");
         done(&p);
     }
 }
@@ -693,6 +757,8 @@ static Suite *suite(void)
     tcase_add_test(tc, explicit_device_selection_checks_the_environment_too);
     tcase_add_test(tc, words_in_any_case_are_accepted);
     tcase_add_test(tc, malformed_fault_specs_are_invalid_environment);
+    tcase_add_test(tc, blas_choice_comes_from_the_environment);
+    tcase_add_test(tc, malformed_blas_choice_is_invalid_environment);
     tcase_add_test(tc, fault_fails_the_nth_call_once_and_logs_it);
     suite_add_tcase(s, tc);
     TCase *td = kt_tcase_create("device", 120);

@@ -150,6 +150,16 @@ static void print_init(keel_status_t init_status, const char *init_detail)
               keel_status_string(init_status), init_detail);
 }
 
+static const char *blas_kind_name(keel_blas_kind_t k)
+{
+    switch (k) {
+    case KEEL_BLAS_VENDOR: return "vendor";
+    case KEEL_BLAS_PORTABLE: return "portable";
+    case KEEL_BLAS_NONE: return "none";
+    }
+    return "unknown";
+}
+
 static void print_device_properties(keel_device_t *dev, int first)
 {
     keel_device_properties_t p;
@@ -191,9 +201,21 @@ static void print_device_properties(keel_device_t *dev, int first)
         printf(", \"unified_addressing\": %s, \"managed_memory\": %s, \"concurrent_managed_access\": %s",
                p.unified_addressing ? "true" : "false", p.managed_memory ? "true" : "false",
                p.concurrent_managed_access ? "true" : "false");
-        printf(", \"stream_priorities\": %s, \"stream_ordered_alloc\": %s, \"async_engines\": %d}",
+        printf(", \"stream_priorities\": %s, \"stream_ordered_alloc\": %s, \"async_engines\": %d",
                p.stream_priorities ? "true" : "false", p.stream_ordered_alloc ? "true" : "false",
                p.async_engines);
+        keel_blas_kind_t kind = KEEL_BLAS_NONE;
+        char blas[512];
+        if (keel_device_get_blas_info(dev, &kind, blas, sizeof blas) == KEEL_OK) {
+            printf(", \"blas\": {\"kind\": \"%s\", \"description\": ", blas_kind_name(kind));
+            json_string(blas);
+            printf("}");
+        } else {
+            printf(", \"blas\": {\"error\": ");
+            json_string(keel_last_error());
+            printf("}");
+        }
+        printf("}");
         return;
     }
 
@@ -242,6 +264,12 @@ static void print_device_properties(keel_device_t *dev, int first)
         field(4, "async copy engines", "%d", p.async_engines);
     else
         field(4, "async copy engines", "unknown");
+    /* what runs keel_gemm, keel_gemv and keel_dense here */
+    char blas[512];
+    if (keel_device_get_blas_info(dev, NULL, blas, sizeof blas) == KEEL_OK)
+        field(4, "blas", "%s", blas);
+    else
+        field(4, "blas", "unknown: %s", keel_last_error());
 }
 
 /* Backend i and its info: 1 when it is to be shown, 0 when --backend names

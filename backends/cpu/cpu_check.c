@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "backends/cpu/cpu_internal.h"
 
@@ -374,12 +375,13 @@ void keel__cpu_check_note_reset(void)
     ck_notes.n = 0;
 }
 
-/* The operands the built-in operations write, by the names ops.h gives them. */
+/* The operands the built-in operations write, by the names ops.h gives them
+ * (C and Y of the GEMM and the dense layer are capitals). */
 static int is_output(const char *what)
 {
     static const char *const outs[] = {"y", "out", "dst", "ptr", "c"};
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
-        if (strcmp(what, outs[i]) == 0)
+        if (strcasecmp(what, outs[i]) == 0)
             return 1;
     return 0;
 }
@@ -388,6 +390,18 @@ void keel__cpu_check_note(const char *fn, const char *what, const void *ptr, siz
 {
     if (ck_notes.n < CK_MAX_RANGES)
         ck_notes.a[ck_notes.n++] = range(ptr, bytes, is_output(what), fn);
+}
+
+keel_status_t keel__cpu_check_op_begin(struct keel_stream *stream)
+{
+    if (!keel__cpu_check || !stream->device->backend->builtin)
+        return KEEL_OK;
+    return check_ranges(stream->ctx, &ck_notes);
+}
+
+void keel__cpu_check_op_end(void)
+{
+    ck_is_armed = 0;
 }
 
 void keel__cpu_check_freed(struct keel_device *d, void *ptr, size_t bytes)

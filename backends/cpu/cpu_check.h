@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "keel/status.h"
 
 /* The byte fresh and freed memory is filled with: NaN in every float
  * format, -1 in every signed integer. */
@@ -74,5 +75,11 @@ __attribute__((visibility("hidden"))) void keel__cpu_check_freed_async(struct ke
 __attribute__((visibility("hidden"))) void keel__cpu_check_note_reset(void);
 __attribute__((visibility("hidden"))) void keel__cpu_check_note(const char *fn, const char *what, const void *ptr,
                                                                 size_t bytes);
+/* A built-in operation the core runs as kernel launches (Keel's portable
+ * BLAS): checks the noted operands against the queued work of the other
+ * streams, and arms them for every command queued on this thread until
+ * keel__cpu_check_op_end. KEEL_OK without a check for another backend's stream. */
+__attribute__((visibility("hidden"))) keel_status_t keel__cpu_check_op_begin(struct keel_stream *s);
+__attribute__((visibility("hidden"))) void keel__cpu_check_op_end(void);
 
 #endif /* KEEL_CPU_CHECK_H */

@@ -12,6 +12,8 @@
  * for the dense layer f64, erf GELU, misaligned pointers, k = 0) goes to
  * cublasGemmEx, plus one bias/activation pass for the dense layer. */
 #include <limits.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cuda_internal.h"
@@ -273,4 +275,16 @@ keel_status_t keel__gpu_blas_dense(void *ctx, const keel_dense_params_t *p)
 {
     keel_status_t st = dense_lt(ctx, p);
     return st != KEEL_ERROR_NOT_SUPPORTED ? st : dense_unfused(ctx, p);
+}
+
+/* cuBLAS and cuBLASLt are linked: usable wherever the plugin loaded. */
+int keel__gpu_blas_info(void *device_ctx, char *text, size_t size)
+{
+    int v[3] = {0, 0, 0};
+    (void)device_ctx;
+    (void)cublasGetProperty(MAJOR_VERSION, &v[0]);
+    (void)cublasGetProperty(MINOR_VERSION, &v[1]);
+    (void)cublasGetProperty(PATCH_LEVEL, &v[2]);
+    snprintf(text, size, "cuBLAS and cuBLASLt %d.%d.%d", v[0], v[1], v[2]);
+    return 1;
 }

@@ -135,6 +135,7 @@ static const keel_ops_vtable_t gpu_ops = {
     .gemm = gpu_gemm,
     .gemv = gpu_gemv,
     .dense = keel__gpu_blas_dense,
+    .blas = keel__gpu_blas_info,
 };
 
 KEEL_GPU_HIDDEN const void *keel__gpu_ops_table(void);

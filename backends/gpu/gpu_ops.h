@@ -43,5 +43,9 @@ KEEL_GPU_HIDDEN keel_status_t keel__gpu_blas_gemm(void *stream_ctx, const keel_g
 KEEL_GPU_HIDDEN keel_status_t keel__gpu_blas_gemv(void *stream_ctx, const keel_gemv_args_t *g);
 /* The dense layer, k = 0 included. */
 KEEL_GPU_HIDDEN keel_status_t keel__gpu_blas_dense(void *stream_ctx, const keel_dense_params_t *p);
+/* The ops table's blas entry (keel/backend_ops.h): 1 and the vendor BLAS
+ * library's name and version in text, or 0 and why it is not usable (the
+ * core then runs Keel's portable kernels for GEMM, GEMV and dense). */
+KEEL_GPU_HIDDEN int keel__gpu_blas_info(void *device_ctx, char *text, size_t size);
 
 #endif /* KEEL_GPU_OPS_H */

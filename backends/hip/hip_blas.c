@@ -101,6 +101,17 @@ keel_status_t keel__hip_blas_unavailable(const char *keel_fn)
 #endif
 }
 
+int keel__gpu_blas_info(void *device_ctx, char *text, size_t size)
+{
+    (void)device_ctx;
+    pthread_once(&rocblas_once, rocblas_open);
+    if (rocblas_ok)
+        snprintf(text, size, "rocBLAS (%s)", rocblas.lib_name);
+    else
+        snprintf(text, size, "rocBLAS is not usable here: %s", rocblas_why);
+    return rocblas_ok;
+}
+
 keel_status_t keel__hip_rocblas_error(int status, const char *keel_fn, const char *call)
 {
     keel_status_t ks = status == KEEL_RB_STATUS_MEMORY_ERROR     ? KEEL_ERROR_OUT_OF_MEMORY

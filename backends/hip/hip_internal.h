@@ -6,7 +6,8 @@
  * What HIP 5.2 lacks and keel-hip therefore answers NOT_SUPPORTED for:
  *   - GEMM, GEMV and the dense layer while librocblas is not loadable
  *     (Debian 12 does not package it; hip_blas.c says why; hipBLASLt is not
- *     used);
+ *     used): the blas entry says so, and the core runs Keel's portable
+ *     kernels for them instead;
  *   - thread block clusters (the row kernels take their non-cluster path);
  *   - a kernel's parameter count (no cuKernelGetParamInfo counterpart).
  * On HIP's NVIDIA platform GEMM, GEMV and the dense layer are NOT_SUPPORTED

@@ -11,7 +11,14 @@
  * strides. Empty shapes never reach the backend. Entries enqueue on the
  * stream and return; they report failures to enqueue through
  * host->set_error() and their status. An entry left NULL makes the call
- * return KEEL_ERROR_NOT_SUPPORTED naming the backend.
+ * return KEEL_ERROR_NOT_SUPPORTED naming the backend, except gemm, gemv and
+ * dense: the core runs its own portable kernels for them (below).
+ *
+ * Keel's own BLAS: where gemm, gemv or dense is NULL, where the blas entry
+ * says the backend's vendor library is not usable, where an entry answers
+ * KEEL_ERROR_NOT_SUPPORTED, and where KEEL_BLAS=fallback asks for it, the
+ * core builds kernels/portable/blas.kc for the device (keel_module_build,
+ * through the kernel table) and launches them on the stream instead.
  *
  * Normalization done by the core, so backends see one convention:
  *  - gemm: always column-major (a row-major call arrives with A and B, m and n,
@@ -89,9 +96,18 @@ typedef struct keel_ops_vtable {
     /** Column-major, batch_count >= 1, struct_size == sizeof(keel_gemm_params_t) of the core. */
     keel_status_t (*gemm)(void *stream_ctx, const keel_gemm_params_t *params);
     keel_status_t (*gemv)(void *stream_ctx, const keel_gemv_args_t *args);
-    /** Optional even where gemm exists: NULL makes the core answer NOT_SUPPORTED. */
     keel_status_t (*dense)(void *stream_ctx, const keel_dense_params_t *params);
-    void *reserved[8];      /**< NULL */
+    /**
+     * optional: whether gemm, gemv and dense can use the vendor library they
+     * are built on, on this device. 1 when they can, with the library's name
+     * and version in @p text ("OpenBLAS 0.3.21"); 0 when they cannot, with the
+     * reason in @p text ("librocblas.so.0: cannot open shared object file"):
+     * the core then runs its portable kernels for them. @p text has @p size
+     * bytes; write a terminated string. Called once per device, after open.
+     * NULL: the entries that exist are the backend's own and always usable.
+     */
+    int (*blas)(void *device_ctx, char *text, size_t size);
+    void *reserved[7];      /**< NULL */
 } keel_ops_vtable_t;
 
 #ifdef __cplusplus

@@ -323,6 +323,44 @@ typedef struct keel_dense_params {
 /** @brief Run the dense layer (see keel_dense_params_t). Y must not overlap W, X or bias. */
 KEEL_API keel_status_t keel_dense(keel_stream_t *stream, const keel_dense_params_t *params);
 
+/* ------------------------------------------------------------------------ */
+/* Which BLAS runs                                                           */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * @brief What runs keel_gemm, keel_gemv and keel_dense on a device.
+ *
+ * The vendor library of the device's backend where it is usable (OpenBLAS
+ * on the CPU, cuBLAS and cuBLASLt on CUDA, rocBLAS on HIP). Otherwise Keel's
+ * own kernels, written once in the portable kernel language and built for
+ * the device at the first call that needs them (the C compiler on the CPU,
+ * NVRTC or hipRTC on a GPU; cached on disk like every portable kernel).
+ * KEEL_BLAS=fallback makes every device use Keel's kernels, KEEL_BLAS=vendor
+ * none (docs/environment.md). A call the vendor library refuses as not
+ * supported (a size or dtype it does not take) also runs on Keel's kernels,
+ * unless KEEL_BLAS=vendor.
+ */
+typedef enum keel_blas_kind {
+    KEEL_BLAS_NONE = 0,      /**< none: KEEL_BLAS=vendor and the vendor library is not usable; the calls
+                              *   answer KEEL_ERROR_NOT_SUPPORTED */
+    KEEL_BLAS_VENDOR = 1,    /**< the backend's vendor library */
+    KEEL_BLAS_PORTABLE = 2   /**< Keel's portable kernels */
+} keel_blas_kind_t;
+
+/**
+ * @brief Which implementation keel_gemm, keel_gemv and keel_dense use on
+ *        @p device, with a line that says it ("OpenBLAS 0.3.21", "Keel's
+ *        portable kernels (KEEL_BLAS=fallback)").
+ *
+ * Opens the device if it is not open yet, and may open the vendor library
+ * (rocBLAS is opened at its first use); builds nothing.
+ * @param[out] kind may be NULL.
+ * @param[out] text a buffer of @p size bytes for the line, always terminated,
+ *             cut to fit; may be NULL when @p size is 0.
+ */
+KEEL_API keel_status_t keel_device_get_blas_info(keel_device_t *device, keel_blas_kind_t *kind, char *text,
+                                                 size_t size);
+
 #ifdef __cplusplus
 }
 #endif

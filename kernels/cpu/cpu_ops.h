@@ -197,9 +197,11 @@ static inline void keel__store_f32(keel_dtype_t dt, void *dst, size_t n, const f
     }
 }
 
-/* The BLAS half (kernels/cpu/ops_cpu_blas.c). */
+/* The BLAS half (kernels/cpu/ops_cpu_blas.c), on OpenBLAS: built only with
+ * it (HAVE_OPENBLAS). keel__cpu_blas_name writes "OpenBLAS 0.3.21". */
 KEEL_CPU_HIDDEN keel_status_t keel__cpu_gemm(void *stream_ctx, const keel_gemm_params_t *p);
 KEEL_CPU_HIDDEN keel_status_t keel__cpu_gemv(void *stream_ctx, const keel_gemv_args_t *g);
 KEEL_CPU_HIDDEN keel_status_t keel__cpu_dense(void *stream_ctx, const keel_dense_params_t *p);
+KEEL_CPU_HIDDEN void keel__cpu_blas_name(char *text, size_t size);
 
 #endif /* KEEL_KERNELS_CPU_OPS_H */

@@ -9,7 +9,9 @@
  * sizes. f32 and f64 loops work on the data directly so the compiler can
  * vectorize them; f16 and bf16 go through f32 tiles on the stack, so no call
  * allocates memory while it runs. */
+#include "config.h"
 #include <float.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <tgmath.h>
 #include "kernels/cpu/cpu_ops.h"
@@ -1103,6 +1105,21 @@ static keel_status_t cpu_layernorm_rows(void *s, keel_dtype_t dt, size_t rows, s
 
 /* ======================================================================== */
 
+/* GEMM, GEMV and the dense layer run on OpenBLAS where Keel was built with
+ * it; without it the table has no entries for them, and the core runs
+ * Keel's portable kernels (runtime/ops_fallback.c). */
+static int cpu_blas(void *device_ctx, char *text, size_t size)
+{
+    (void)device_ctx;
+#ifdef HAVE_OPENBLAS
+    keel__cpu_blas_name(text, size);
+    return 1;
+#else
+    snprintf(text, size, "Keel was built without OpenBLAS");
+    return 0;
+#endif
+}
+
 static const keel_ops_vtable_t cpu_ops = {
     .abi_version = KEEL_OPS_ABI_VERSION,
     .struct_size = sizeof(keel_ops_vtable_t),
@@ -1116,9 +1133,12 @@ static const keel_ops_vtable_t cpu_ops = {
     .argmax_rows = cpu_argmax_rows,
     .softmax_rows = cpu_softmax_rows,
     .layernorm_rows = cpu_layernorm_rows,
+#ifdef HAVE_OPENBLAS
     .gemm = keel__cpu_gemm,
     .gemv = keel__cpu_gemv,
     .dense = keel__cpu_dense,
+#endif
+    .blas = cpu_blas,
 };
 
 KEEL_CPU_HIDDEN const void *keel__cpu_ops_table(void);

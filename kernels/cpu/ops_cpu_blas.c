@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* CPU GEMM, GEMV and the dense layer: OpenBLAS (cblas) when configure found
- * it, plain loops otherwise. f16 and bf16 operands are widened to f32 into
+/* CPU GEMM, GEMV and the dense layer on OpenBLAS (cblas); built only when
+ * configure found it (without it, the core runs Keel's portable kernels,
+ * runtime/ops_fallback.c). f16 and bf16 operands are widened to f32 into
  * buffers that each run allocates and frees itself (a call captured in a
  * graph runs many times, possibly on two streams at once), multiplied in
  * f32, and narrowed on the way out. If those buffers cannot be had, the run
@@ -12,9 +13,9 @@
 #include "runtime/fault.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "backends/cpu/cpu_enqueue.h"
-#ifdef HAVE_OPENBLAS
 #include <cblas.h>
-#endif
+#include <stdio.h>
+#include <string.h>
 
 /* ---- column-major helpers ---- */
 
@@ -58,83 +59,18 @@ static float *alloc_f32(size_t r, size_t c)
     return keel__malloc(bytes);
 }
 
-#ifndef HAVE_OPENBLAS
-/* Reference-quality fallback: C = alpha op(A) op(B) + beta C, column-major,
- * with the innermost loop over contiguous rows of C so it vectorizes. */
-#define DEFINE_GEMM_LOOP(T)                                                                         \
-    static void gemm_loop_##T(int ta, int tb, size_t m, size_t n, size_t k, T alpha, const T *A,    \
-                              size_t lda, const T *B, size_t ldb, T beta, T *C, size_t ldc)         \
-    {                                                                                               \
-        for (size_t j = 0; j < n; j++) {                                                            \
-            T *c = C + j * ldc;                                                                     \
-            if (beta == 0)                                                                          \
-                for (size_t i = 0; i < m; i++)                                                      \
-                    c[i] = 0;                                                                       \
-            else if (beta != 1)                                                                     \
-                for (size_t i = 0; i < m; i++)                                                      \
-                    c[i] *= beta;                                                                   \
-            for (size_t l = 0; l < k; l++) {                                                        \
-                T bv = alpha * (tb ? B[j + l * ldb] : B[l + j * ldb]);                              \
-                if (!ta) {                                                                          \
-                    const T *a = A + l * lda;                                                       \
-                    for (size_t i = 0; i < m; i++)                                                  \
-                        c[i] += a[i] * bv;                                                          \
-                } else {                                                                            \
-                    for (size_t i = 0; i < m; i++)                                                  \
-                        c[i] += A[l + i * lda] * bv;                                                \
-                }                                                                                   \
-            }                                                                                       \
-        }                                                                                           \
-    }
-DEFINE_GEMM_LOOP(float)
-DEFINE_GEMM_LOOP(double)
-
-#define DEFINE_GEMV_LOOP(T)                                                                          \
-    static void gemv_loop_##T(int t, size_t m, size_t n, T alpha, const T *A, size_t lda, const T *x, \
-                              size_t incx, T beta, T *y, size_t incy)                                \
-    {                                                                                                \
-        size_t ylen = t ? n : m, xlen = t ? m : n;                                                   \
-        for (size_t i = 0; i < ylen; i++)                                                            \
-            y[i * incy] = beta == 0 ? 0 : beta * y[i * incy];                                        \
-        if (!t) {                                                                                    \
-            for (size_t j = 0; j < xlen; j++) {                                                      \
-                T xv = alpha * x[j * incx];                                                          \
-                for (size_t i = 0; i < m; i++)                                                       \
-                    y[i * incy] += A[i + j * lda] * xv;                                              \
-            }                                                                                        \
-        } else {                                                                                     \
-            for (size_t j = 0; j < n; j++) {                                                         \
-                T s = 0;                                                                             \
-                for (size_t i = 0; i < m; i++)                                                       \
-                    s += A[i + j * lda] * x[i * incx];                                               \
-                y[j * incy] += alpha * s;                                                            \
-            }                                                                                        \
-        }                                                                                            \
-    }
-DEFINE_GEMV_LOOP(float)
-DEFINE_GEMV_LOOP(double)
-#endif
-
 static void sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *A, size_t lda,
                   const float *B, size_t ldb, float beta, float *C, size_t ldc)
 {
-#ifdef HAVE_OPENBLAS
     cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)m,
                 (blasint)n, (blasint)k, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
-#else
-    gemm_loop_float(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
-#endif
 }
 
 static void dgemm(int ta, int tb, size_t m, size_t n, size_t k, double alpha, const double *A, size_t lda,
                   const double *B, size_t ldb, double beta, double *C, size_t ldc)
 {
-#ifdef HAVE_OPENBLAS
     cblas_dgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)m,
                 (blasint)n, (blasint)k, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
-#else
-    gemm_loop_double(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
-#endif
 }
 
 /* C = beta C for k == 0 (BLAS libraries differ on whether they accept it). */
@@ -309,12 +245,8 @@ static void gemv_run(void *payload)
             if (g->m == 0 || g->n == 0)
                 return;
         }
-#ifdef HAVE_OPENBLAS
         cblas_dgemv(CblasColMajor, t ? CblasTrans : CblasNoTrans, (blasint)g->m, (blasint)g->n, g->alpha, g->a,
                     (blasint)g->lda, g->x, (blasint)g->incx, g->beta, g->y, (blasint)g->incy);
-#else
-        gemv_loop_double(t, g->m, g->n, g->alpha, g->a, g->lda, g->x, g->incx, g->beta, g->y, g->incy);
-#endif
         return;
     }
     const float *A = g->a, *x = g->x;
@@ -355,12 +287,8 @@ static void gemv_run(void *payload)
         for (size_t i = 0; i < ylen; i++)
             y[i * incy] = beta == 0 ? 0.0f : beta * y[i * incy];
     } else {
-#ifdef HAVE_OPENBLAS
         cblas_sgemv(CblasColMajor, t ? CblasTrans : CblasNoTrans, (blasint)g->m, (blasint)g->n, (float)g->alpha, A,
                     (blasint)lda, x, (blasint)incx, beta, y, (blasint)incy);
-#else
-        gemv_loop_float(t, g->m, g->n, (float)g->alpha, A, lda, x, incx, beta, y, incy);
-#endif
     }
     if (g->dtype != KEEL_F32)
         narrow(g->dtype, wy, 1, ylen, g->y, g->incy);
@@ -584,4 +512,18 @@ keel_status_t keel__cpu_dense(void *s, const keel_dense_params_t *p)
         return keel__cpu_enqueue_small(s, dense_run, &c, sizeof c);
     }
     return keel__cpu_enqueue(s, dense_run, p, sizeof(*p));
+}
+
+void keel__cpu_blas_name(char *text, size_t size)
+{
+    /* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64": its
+     * first two words, the library and its version */
+    const char *config = openblas_get_config();
+    if (!config || !config[0]) {
+        snprintf(text, size, "OpenBLAS");
+        return;
+    }
+    const char *space = strchr(config, ' ');
+    const char *end = space ? strchr(space + 1, ' ') : NULL;
+    snprintf(text, size, "%.*s", end ? (int)(end - config) : (int)strlen(config), config);
 }
