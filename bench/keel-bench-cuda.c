@@ -31,8 +31,8 @@
  *
  * Usage: keel-bench-cuda [--quick] [--pageable]
  *   --quick     fewer repetitions
- *   --pageable  only the pageable copies (to tune KEEL_CUDA_COPY_THREADS and
- *               KEEL_CUDA_STAGING_CHUNK_KB)
+ *   --pageable  only the pageable copies (to tune KEEL_GPU_COPY_THREADS and
+ *               KEEL_GPU_STAGING_CHUNK_KB)
  * Exit status: 0 every target met, 1 a target missed or a result wrong,
  * 3 an error, 77 no usable CUDA device. The last lines are one summary line
  * per row (bench/bench_summary.h). */

@@ -297,8 +297,8 @@ run_pageable_sweep() {
     for cfg in $PAGEABLE_SWEEP; do
         budget=$(left "$BENCH_BUDGET" "$phase")
         [ "$budget" -gt 0 ] || break
-        echo "===== pageable sweep: KEEL_CUDA_COPY_THREADS=${cfg%%:*} KEEL_CUDA_STAGING_CHUNK_KB=${cfg#*:}" >>"$BENCH_LOG"
-        KEEL_BACKEND=cuda KEEL_CUDA_COPY_THREADS=${cfg%%:*} KEEL_CUDA_STAGING_CHUNK_KB=${cfg#*:} \
+        echo "===== pageable sweep: KEEL_GPU_COPY_THREADS=${cfg%%:*} KEEL_GPU_STAGING_CHUNK_KB=${cfg#*:}" >>"$BENCH_LOG"
+        KEEL_BACKEND=cuda KEEL_GPU_COPY_THREADS=${cfg%%:*} KEEL_GPU_STAGING_CHUNK_KB=${cfg#*:} \
             timeout "$budget" "$(real_binary "$b")" --quick --pageable 2>&1 | grep -E "^pageable|check" >>"$BENCH_LOG"
     done
 }
