@@ -301,6 +301,12 @@ keel_status_t keel_kernel_get_attribute(keel_kernel_t *kernel, keel_kernel_attri
     KEEL__CHECK_OUT(value, "keel_kernel_get_attribute", "value");
     if ((unsigned)attr > KEEL_KERNEL_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES)
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT, "keel_kernel_get_attribute: unknown attribute %d", (int)attr);
+    /* A kernel built from portable source: its parameters are known here,
+     * whether or not the backend can count them. */
+    if (attr == KEEL_KERNEL_ATTR_NUM_ARGS && kernel->sig) {
+        *value = (int)kernel->sig->nparams;
+        return KEEL_OK;
+    }
     const keel_kernel_vtable_t *kv = kernel->device->plugin->kernel;
     if (!kv->get_attribute)
         return not_supported(kernel->device, "keel_kernel_get_attribute", "kernel attributes");

@@ -254,7 +254,8 @@ typedef enum keel_kernel_attribute {
     KEEL_KERNEL_ATTR_SHARED_SIZE_BYTES = 1,   /**< static shared memory */
     KEEL_KERNEL_ATTR_NUM_REGS = 2,
     KEEL_KERNEL_ATTR_LOCAL_SIZE_BYTES = 3,
-    KEEL_KERNEL_ATTR_NUM_ARGS = 4,
+    KEEL_KERNEL_ATTR_NUM_ARGS = 4,           /**< parameters: always known for a kernel built from portable source; from the
+                                                  vendor otherwise (KEEL_ERROR_NOT_SUPPORTED on HIP) */
     KEEL_KERNEL_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES = 5
 } keel_kernel_attribute_t;
 

@@ -417,12 +417,12 @@ KT_DEVICE_TEST(test_binary)
 KT_DEVICE_TEST(test_binary_vec)
 {
     keel_stream_t *s = stream_of(dev);
-    const size_t sizes[] = {1, 5, 1000, 65537};
+    const size_t lengths[] = {1, 5, 1000, 65537};
     for (int op = KEEL_BINARY_ADD; op <= KEEL_BINARY_MIN; op++)
         for (int d = 0; d < NDT; d++)
-            for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) {
                 keel_dtype_t dt = all_dtypes[d];
-                size_t n = sizes[k];
+                size_t n = lengths[k];
                 double *va = rand_vals(dt, n, 3.0), *vb = rand_vals(dt, n, 3.0);
                 void *a = upload(dev, dt, va, n), *b = upload(dev, dt, vb, n), *b2 = upload(dev, dt, vb, n),
                      *y = poisoned(dev, n * keel_dtype_size(dt));
