@@ -24,7 +24,7 @@ static keel_status_t dev_open(void *backend_ctx, int index, void **device_ctx)
     dev->ordinal = index;
     hipDeviceProp_t prop;
     memset(&prop, 0, sizeof prop);
-    gpuError_t err = hipDeviceGet(&dev->cudev, index);
+    gpuError_t err = hipDeviceGet(&dev->gpudev, index);
     if (err == gpuSuccess)
         err = hipGetDeviceProperties(&prop, index);
     if (err != gpuSuccess) {

@@ -42,7 +42,7 @@ KEEL_GPU_HIDDEN keel_status_t keel__hip_rtc_compile(const keel__gpu_device_t *de
 /* hip_nv_driver.c: resolves the driver API entry points that HIP's NVIDIA
  * headers call (cuModuleLoadData, cuLaunchKernel, ...) through the CUDA
  * runtime; probe calls it once the runtime has found a device. */
-KEEL_CUDA_HIDDEN keel_status_t keel__hip_nv_driver_load(void);
+KEEL_GPU_HIDDEN keel_status_t keel__hip_nv_driver_load(void);
 #endif
 
 #endif /* KEEL_HIP_INTERNAL_H */

@@ -55,7 +55,7 @@ keel_status_t keel__hip_nv_driver_load(void)
                                                            cudaEnableDefault, &q);
         if (err != cudaSuccess || fn == NULL || q != cudaDriverEntryPointSuccess) {
             (void)cudaGetLastError();
-            return keel__cuda_host->set_error(KEEL_ERROR_BACKEND_UNAVAILABLE,
+            return keel__gpu_host->set_error(KEEL_ERROR_BACKEND_UNAVAILABLE,
                                               "the NVIDIA driver has no usable %s (%s; CUDA %d.%d ABI asked): "
                                               "update the driver",
                                               table[i].name,
