@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* keel-hip.so: the probe (the entry point is backends/cuda/cuda_entry.c).
+/* keel-hip.so: the probe (the entry point is backends/gpu/gpu_entry.c).
  *
  * Link policy: the plugin links libamdhip64 (runtime, module API and hiprtc
  * in one library). Where ROCm is not installed, dlopen of the plugin fails
