@@ -3,7 +3,7 @@
  * NVIDIA headers call from their inline wrappers (hipModuleLoadData is
  * cuModuleLoadData, hipModuleLaunchKernel cuLaunchKernel, ...), defined here
  * and forwarded to the driver's entry points, which the statically linked
- * CUDA runtime finds (cudaGetDriverEntryPointByVersion). keel-hip.so so
+ * CUDA runtime finds (cudaGetDriverEntryPointByVersion). keel-hip.so thus
  * needs no libcuda.so.1 to load: without a driver, probe says so, as the
  * CUDA plugin's does. The plugin exports only keel_backend_init, so these
  * definitions bind inside it and never interpose on a libcuda of the process.
