@@ -580,6 +580,21 @@ static keel_status_t check_compute(const char *fn, keel_compute_t compute, keel_
                            names[compute], keel_dtype_name(in));
 }
 
+/* The end of keel_gemm, keel_gemv and keel_dense: the backend's entry, or
+ * Keel's portable kernels (runtime/ops_fallback.c) where the backend's BLAS
+ * is not usable, KEEL_BLAS asks for them, or the entry refuses the call as
+ * not supported. */
+#define BLAS_DISPATCH(entry, portable_fn, args)                                           \
+    do {                                                                                  \
+        int pk_ = keel__blas_pick(stream, (entry) != NULL, fn);                           \
+        if (pk_)                                                                          \
+            return pk_ > 0 ? portable_fn(stream, args, fn) : keel_last_status();          \
+        keel_status_t st_ = (entry)(stream->ctx, args);                                   \
+        if (KEEL__UNLIKELY(st_ == KEEL_ERROR_NOT_SUPPORTED) && keel__blas_retry(stream, fn)) \
+            return portable_fn(stream, args, fn);                                          \
+        return st_;                                                                       \
+    } while (0)
+
 keel_status_t keel_gemm(keel_stream_t *stream, const keel_gemm_params_t *params)
 {
     static const char fn[] = "keel_gemm";
@@ -662,14 +677,7 @@ keel_status_t keel_gemm(keel_stream_t *stream, const keel_gemm_params_t *params)
         q.stride_b = p.stride_a;
     }
     KEEL__FAULT_ENQUEUE(fn);
-    keel_status_t (*entry)(void *, const keel_gemm_params_t *) = OPS_ENTRY(ops, gemm);
-    int portable = keel__blas_pick(stream, entry != NULL, fn);
-    if (portable)
-        return portable > 0 ? keel__portable_gemm(stream, &q, fn) : keel_last_status();
-    keel_status_t st = entry(stream->ctx, &q);
-    if (KEEL__UNLIKELY(st == KEEL_ERROR_NOT_SUPPORTED) && keel__blas_retry(stream, fn))
-        return keel__portable_gemm(stream, &q, fn);
-    return st;
+    BLAS_DISPATCH(OPS_ENTRY(ops, gemm), keel__portable_gemm, &q);
 }
 
 keel_status_t keel_gemv(keel_stream_t *stream, keel_dtype_t dtype, keel_layout_t layout, keel_transpose_op_t trans,
@@ -709,14 +717,7 @@ keel_status_t keel_gemv(keel_stream_t *stream, keel_dtype_t dtype, keel_layout_t
         g.n = m;
     }
     KEEL__FAULT_ENQUEUE(fn);
-    keel_status_t (*entry)(void *, const keel_gemv_args_t *) = OPS_ENTRY(ops, gemv);
-    int portable = keel__blas_pick(stream, entry != NULL, fn);
-    if (portable)
-        return portable > 0 ? keel__portable_gemv(stream, &g, fn) : keel_last_status();
-    keel_status_t st = entry(stream->ctx, &g);
-    if (KEEL__UNLIKELY(st == KEEL_ERROR_NOT_SUPPORTED) && keel__blas_retry(stream, fn))
-        return keel__portable_gemv(stream, &g, fn);
-    return st;
+    BLAS_DISPATCH(OPS_ENTRY(ops, gemv), keel__portable_gemv, &g);
 }
 
 keel_status_t keel_dense(keel_stream_t *stream, const keel_dense_params_t *params)
@@ -757,12 +758,5 @@ keel_status_t keel_dense(keel_stream_t *stream, const keel_dense_params_t *param
     TRY(check_overlap(fn, "Y", p.y, ey, "X", p.x, used ? ex : 0, es, 0));
     TRY(check_overlap(fn, "Y", p.y, ey, "bias", p.bias, p.m, es, 0));
     KEEL__FAULT_ENQUEUE(fn);
-    keel_status_t (*entry)(void *, const keel_dense_params_t *) = OPS_ENTRY(ops, dense);
-    int portable = keel__blas_pick(stream, entry != NULL, fn);
-    if (portable)
-        return portable > 0 ? keel__portable_dense(stream, &p, fn) : keel_last_status();
-    keel_status_t st = entry(stream->ctx, &p);
-    if (KEEL__UNLIKELY(st == KEEL_ERROR_NOT_SUPPORTED) && keel__blas_retry(stream, fn))
-        return keel__portable_dense(stream, &p, fn);
-    return st;
+    BLAS_DISPATCH(OPS_ENTRY(ops, dense), keel__portable_dense, &p);
 }
