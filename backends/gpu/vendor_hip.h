@@ -151,9 +151,18 @@ static inline hipError_t keel__gpu_prefetch(const void *p, size_t n, int ordinal
 {
     return hipMemPrefetchAsync(p, n, ordinal < 0 ? hipCpuDeviceId : ordinal, s);
 }
+/* advice is a keel_memory_advice_t, mapped by name: HIP's NVIDIA headers
+ * number hipMemoryAdvise from 0, AMD's from 1. */
 static inline hipError_t keel__gpu_advise(const void *p, size_t n, int advice, int ordinal)
 {
-    return hipMemAdvise(p, n, (hipMemoryAdvise)advice, ordinal < 0 ? hipCpuDeviceId : ordinal);
+    /* indexed by keel_memory_advice_t (1 to 6; 0 is not one) */
+    static const hipMemoryAdvise hip_advice[] = {
+        hipMemAdviseSetReadMostly,          hipMemAdviseSetReadMostly,    hipMemAdviseUnsetReadMostly,
+        hipMemAdviseSetPreferredLocation,   hipMemAdviseUnsetPreferredLocation, hipMemAdviseSetAccessedBy,
+        hipMemAdviseUnsetAccessedBy};
+    if (advice < 1 || advice > 6)
+        return hipErrorInvalidValue;
+    return hipMemAdvise(p, n, hip_advice[advice], ordinal < 0 ? hipCpuDeviceId : ordinal);
 }
 #define gpuPrefetchName "hipMemPrefetchAsync"
 #define gpuAdviseName "hipMemAdvise"
