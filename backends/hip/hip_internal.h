@@ -10,8 +10,9 @@
  *     kernels for them instead;
  *   - thread block clusters (the row kernels take their non-cluster path);
  *   - a kernel's parameter count (no cuKernelGetParamInfo counterpart).
- * On HIP's NVIDIA platform GEMM, GEMV and the dense layer are NOT_SUPPORTED
- * as well (rocBLAS runs on AMD GPUs only), and so are clusters. */
+ * On HIP's NVIDIA platform rocBLAS (AMD GPUs only) is not looked for: the
+ * core runs the portable kernels for GEMM, GEMV and the dense layer there
+ * too. Clusters are absent there as well. */
 #ifndef KEEL_HIP_INTERNAL_H
 #define KEEL_HIP_INTERNAL_H
 
