@@ -125,6 +125,8 @@ KT_DEVICE_TEST(pinned_names_and_unknown_memory)
     KT_OK(keel_free(p));
     KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free(p));
     keel_pointer_info_t info;
+    memset(&info, 0x5A, sizeof info);
+    info.struct_size = sizeof info;
     KT_OK(keel_pointer_get_info(back, &info));
     ck_assert_int_eq(info.kind, KEEL_MEMORY_UNKNOWN);
     free(src);
