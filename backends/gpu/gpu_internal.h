@@ -81,7 +81,8 @@ typedef struct keel__gpu_device {
     gpuMemPool_t pool;             /* default pool, release threshold raised */
     pthread_mutex_t lock;          /* guards the lazily made members below */
     _Atomic(struct keel__gpu_staging *) staging;
-    _Atomic(void *) blaslt;        /* CUDA: the device's cublasLtHandle_t */
+    _Atomic(void *) blaslt;        /* CUDA: the device's cublasLtHandle_t; HIP: a hipBLASLt handle
+                                      made by the blas entry, kept for the device's first stream */
 } keel__gpu_device_t;
 
 typedef struct keel__gpu_blas_ctx keel__gpu_blas_ctx_t;

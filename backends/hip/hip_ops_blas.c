@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* keel_gemm, keel_gemv and keel_dense on HIP (the hooks of
- * backends/gpu/gpu_ops.h), through rocBLAS (opened by hip_blas.c at first
- * use; without it they answer NOT_SUPPORTED).
+ * backends/gpu/gpu_ops.h), through rocBLAS and, for the dense layer,
+ * hipBLASLt (both opened by hip_blas.c at first use; without rocBLAS GEMM
+ * and GEMV answer NOT_SUPPORTED).
  *
  * GEMM: rocblas_gemm_ex, or rocblas_gemm_strided_batched_ex for a batch,
  * column-major as the core hands it over (a row-major call arrives with its
@@ -10,11 +11,16 @@
  * request computes in f32: rocBLAS 5.x's gemm_ex has no tf32 setting, and
  * tf32 is a permission, not a demand (keel/ops.h).
  * GEMV: rocblas_sgemv / rocblas_dgemv; f16 and bf16 as a one-row GEMM.
- * Dense: GEMM, then one bias and activation pass (kernels/gpu).
+ * Dense: hipBLASLt with bias and activation in its epilogue, through a plan
+ * cached per shape (hip_hipblaslt_plan.c), where hipBLASLt is usable and
+ * takes the call; otherwise (no hipBLASLt, f64, erf GELU, k = 0, a bias on
+ * row-major data, misaligned operands, no algorithm for the shape) GEMM,
+ * then one bias and activation pass (kernels/gpu).
  * k = 0 and an empty x make the output beta times itself, by the scale
  * kernel. Scalars are host values in the compute type. With beta = 0
  * rocBLAS does not read C, so the dense layer's Y need not be initialised. */
 #include <limits.h>
+#include <stdio.h>
 #include "hip_internal.h"
 #include "backends/gpu/gpu_ops.h"
 
@@ -147,7 +153,53 @@ keel_status_t keel__gpu_blas_gemv(void *ctx, const keel_gemv_args_t *g)
     return run_product(ctx, fn, &q);
 }
 
-keel_status_t keel__gpu_blas_dense(void *ctx, const keel_dense_params_t *p)
+/* The dense layer's plans, for every device and stream. */
+static keel__hlt_cache_t hlt_plans = {.insert_lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* NOT_SUPPORTED, without an error set: the rocBLAS path runs @p p. */
+static keel_status_t lt_refused(const keel__gpu_stream_t *s, const keel_dense_params_t *p, const char *why)
+{
+    if (keel__gpu_host->log_enabled(KEEL_LOG_DEBUG))
+        keel__gpu_host->log(KEEL_LOG_DEBUG,
+                            "keel_dense: %zux%zux%zu on hip:%d: hipBLASLt does not take it (%s); rocBLAS and a "
+                            "separate bias/activation pass run it",
+                            p->m, p->n, p->k, s->dev->ordinal, why);
+    return KEEL_ERROR_NOT_SUPPORTED;
+}
+
+/* Runs @p p on hipBLASLt's epilogue: KEEL_OK, an error, or NOT_SUPPORTED
+ * without an error set when hipBLASLt does not take the call and the other
+ * path must run. */
+static keel_status_t dense_lt(void *ctx, const keel_dense_params_t *p)
+{
+    keel__gpu_stream_t *s = ctx;
+    keel__hlt_key_t key;
+    const char *why = NULL;
+    if (keel__hlt_dense_key(p, s->dev->ordinal, &key, &why) != 0)
+        return lt_refused(s, p, why);
+    const keel__hipblaslt_api_t *api;
+    keel__hipblaslt_handle_t h;
+    void *ws;
+    size_t wsb;
+    keel_status_t st = keel__hip_hipblaslt(ctx, &api, &h, &ws, &wsb);
+    if (st != KEEL_OK)
+        return st; /* NOT_SUPPORTED: not usable here, and hip_blas.c said why */
+    char detail[192];
+    int rs = 0;
+    switch (keel__hlt_dense_run(&hlt_plans, api, h, &key, p, ws, wsb, s->stream, &rs, detail, sizeof detail)) {
+    case KEEL_HLT_RAN: return KEEL_OK;
+    case KEEL_HLT_REFUSED: return lt_refused(s, p, detail);
+    case KEEL_HLT_NO_MEMORY: return keel__gpu_host->set_error(KEEL_ERROR_OUT_OF_MEMORY, "keel_dense: %s", detail);
+    default:
+        return keel__gpu_host->set_error(rs == KEEL_HLT_STATUS_ALLOC_FAILED       ? KEEL_ERROR_OUT_OF_MEMORY
+                                         : rs == KEEL_HLT_STATUS_EXECUTION_FAILED ? KEEL_ERROR_LAUNCH_FAILED
+                                                                                  : KEEL_ERROR_BACKEND,
+                                         "keel_dense: %s", detail);
+    }
+}
+
+/* GEMM through rocBLAS, then bias and activation in one pass over Y. */
+static keel_status_t dense_unfused(void *ctx, const keel_dense_params_t *p)
 {
     static const char fn[] = "keel_dense";
     int col = p->layout == KEEL_COL_MAJOR, tw = p->transw == KEEL_TRANS;
@@ -171,4 +223,10 @@ keel_status_t keel__gpu_blas_dense(void *ctx, const keel_dense_params_t *p)
     return keel__gpu_launched(
         keel__gpu_bias_act(keel__gpu_op_stream(ctx), (int)p->dtype, col, p->m, p->n, p->y, p->ldy, p->bias, (int)p->act),
         fn);
+}
+
+keel_status_t keel__gpu_blas_dense(void *ctx, const keel_dense_params_t *p)
+{
+    keel_status_t st = dense_lt(ctx, p);
+    return st != KEEL_ERROR_NOT_SUPPORTED ? st : dense_unfused(ctx, p);
 }

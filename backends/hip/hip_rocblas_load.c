@@ -1,61 +1,31 @@
 /* SPDX-License-Identifier: MIT */
-/* Finding librocblas and the functions keel-hip calls in it (hip_rocblas.h).
- * Plain C and libdl only: test-rocblas-load runs it against fake libraries
- * on machines without ROCm. */
+/* Finding librocblas and the functions keel-hip calls in it (hip_rocblas.h),
+ * through hip_dl.c. Plain C and libdl only: test-rocblas-load runs it
+ * against fake libraries on machines without ROCm. */
 #include <dlfcn.h>
-#include <stdio.h>
 #include <string.h>
+#include "hip_dl.h"
 #include "hip_rocblas.h"
 
 /* The functions, by their rocBLAS names, and where each goes in the table. */
-static const struct {
-    const char *name;
-    size_t offset;
-} wanted[] = {
+static const keel__hip_sym_t wanted[] = {
 #define FN(field) {"rocblas_" #field, offsetof(keel__rocblas_api_t, field)}
     FN(create_handle), FN(destroy_handle), FN(set_stream), FN(set_pointer_mode),
     FN(gemm_ex),       FN(gemm_strided_batched_ex),       FN(sgemv),  FN(dgemv),
 #undef FN
 };
 
-/* Appends to @p buf (of @p size, always terminated) what fits of @p text. */
-static void append(char *buf, size_t size, const char *text)
-{
-    size_t used = strnlen(buf, size);
-    if (used + 1 < size)
-        snprintf(buf + used, size - used, "%s", text);
-}
-
 int keel__rocblas_load(const char *const *names, keel__rocblas_api_t *api, char *why, size_t why_size)
 {
     memset(api, 0, sizeof *api);
-    if (why_size > 0)
-        why[0] = '\0';
-    void *lib = NULL;
     const char *name = NULL;
-    for (size_t i = 0; names[i] != NULL && lib == NULL; i++) {
-        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (lib != NULL) {
-            name = names[i];
-        } else {
-            const char *err = dlerror();
-            append(why, why_size, i > 0 ? "; " : "");
-            append(why, why_size, err != NULL ? err : names[i]);
-        }
-    }
+    void *lib = keel__hip_dlopen_first(names, &name, why, why_size);
     if (lib == NULL)
         return -1;
-    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
-        void *fn = dlsym(lib, wanted[i].name);
-        if (fn == NULL) {
-            snprintf(why, why_size, "%s has no %s", name, wanted[i].name);
-            dlclose(lib);
-            memset(api, 0, sizeof *api);
-            return -1;
-        }
-        /* POSIX: a function's address from dlsym fits a void *. */
-        _Static_assert(sizeof(keel__rb_gemm_ex_fn) == sizeof(void *), "function pointers are void * sized");
-        memcpy((char *)api + wanted[i].offset, &fn, sizeof fn);
+    if (keel__hip_dlsym_table(lib, name, wanted, sizeof wanted / sizeof wanted[0], api, why, why_size) != 0) {
+        dlclose(lib);
+        memset(api, 0, sizeof *api);
+        return -1;
     }
     api->lib = lib;
     api->lib_name = name;
