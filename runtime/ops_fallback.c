@@ -74,7 +74,7 @@ typedef struct blas_kernels {
 struct keel__blas {
     pthread_mutex_t lock;       /* the choice, and each build */
     atomic_int kind;            /* keel_blas_kind_t + 1 once chosen, 0 before */
-    char text[320];             /* what runs; written before kind */
+    char text[768];             /* what runs; written before kind */
     blas_kernels_t v[NVARIANTS];
 };
 
@@ -111,7 +111,7 @@ static void choose(struct keel__blas *b, struct keel_device *d)
     int mode = atomic_load(&blas_mode);
     const char *backend = d->backend->name;
     keel_blas_kind_t kind;
-    char why[256] = "";
+    char why[640] = "";
     int has = OPS_HAS(ops, gemm) || OPS_HAS(ops, gemv) || OPS_HAS(ops, dense);
     int usable = has;
     if (OPS_HAS(ops, blas)) {

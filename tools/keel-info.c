@@ -205,7 +205,7 @@ static void print_device_properties(keel_device_t *dev, int first)
                p.stream_priorities ? "true" : "false", p.stream_ordered_alloc ? "true" : "false",
                p.async_engines);
         keel_blas_kind_t kind = KEEL_BLAS_NONE;
-        char blas[512];
+        char blas[1024];
         if (keel_device_get_blas_info(dev, &kind, blas, sizeof blas) == KEEL_OK) {
             printf(", \"blas\": {\"kind\": \"%s\", \"description\": ", blas_kind_name(kind));
             json_string(blas);
@@ -265,7 +265,7 @@ static void print_device_properties(keel_device_t *dev, int first)
     else
         field(4, "async copy engines", "unknown");
     /* what runs keel_gemm, keel_gemv and keel_dense here */
-    char blas[512];
+    char blas[1024];
     if (keel_device_get_blas_info(dev, NULL, blas, sizeof blas) == KEEL_OK)
         field(4, "blas", "%s", blas);
     else

@@ -3,9 +3,10 @@
  * hand-written kernels for the memory-bound operations (kernels/gpu, built by
  * nvcc for keel-cuda.so and by hipcc for keel-hip.so), the copy engines for
  * copies. GEMM, GEMV and the dense layer go to the vendor's BLAS through the
- * hooks of gpu_ops.h: cuBLASLt and cuBLAS on CUDA, rocBLAS on HIP, where a
- * missing librocblas makes them NOT_SUPPORTED (backends/hip/hip_blas.c says
- * why); the core treats that like any other backend's refusal. */
+ * hooks of gpu_ops.h: cuBLASLt and cuBLAS on CUDA, rocBLAS (and hipBLASLt's
+ * epilogues for the dense layer) on HIP, where a missing librocblas makes
+ * them NOT_SUPPORTED (backends/hip/hip_blas.c says why); the core treats
+ * that like any other backend's refusal. */
 #include <math.h>
 #include "gpu_ops.h"
 

@@ -3,8 +3,8 @@
  * runs the memory-bound operations through the kernels of kernels/gpu and
  * the copy engines, and leaves to each vendor's files what needs its BLAS
  * library (backends/cuda/cuda_ops_blas.c: cuBLASLt and cuBLAS;
- * backends/hip/hip_ops_blas.c: rocBLAS). The hooks below are those files'
- * part. Internal to the GPU plugins. */
+ * backends/hip/hip_ops_blas.c: rocBLAS and hipBLASLt). The hooks below are
+ * those files' part. Internal to the GPU plugins. */
 #ifndef KEEL_GPU_OPS_H
 #define KEEL_GPU_OPS_H
 

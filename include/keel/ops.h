@@ -331,7 +331,8 @@ KEEL_API keel_status_t keel_dense(keel_stream_t *stream, const keel_dense_params
  * @brief What runs keel_gemm, keel_gemv and keel_dense on a device.
  *
  * The vendor library of the device's backend where it is usable (OpenBLAS
- * on the CPU, cuBLAS and cuBLASLt on CUDA, rocBLAS on HIP). Otherwise Keel's
+ * on the CPU, cuBLAS and cuBLASLt on CUDA, rocBLAS on HIP, with hipBLASLt's
+ * fused epilogues for keel_dense where libhipblaslt is installed). Otherwise Keel's
  * own kernels, written once in the portable kernel language and built for
  * the device at the first call that needs them (the C compiler on the CPU,
  * NVRTC or hipRTC on a GPU; cached on disk like every portable kernel).
@@ -353,7 +354,7 @@ typedef enum keel_blas_kind {
  *        portable kernels (KEEL_BLAS=fallback)").
  *
  * Opens the device if it is not open yet, and may open the vendor library
- * (rocBLAS is opened at its first use); builds nothing.
+ * (rocBLAS and hipBLASLt are opened at their first use); builds nothing.
  * @param[out] kind may be NULL.
  * @param[out] text a buffer of @p size bytes for the line, always terminated,
  *             cut to fit; may be NULL when @p size is 0.
