@@ -170,14 +170,17 @@ int hipblasLtMatmulDescDestroy(keel__hlt_desc_t desc)
     return KEEL_HLT_STATUS_SUCCESS;
 }
 
-/* An int32_t attribute's value from @p buf of @p size bytes. */
-static int int_attr(const char *name, const void *buf, size_t size, int *out)
+/* Sets the int32_t attribute @p name from @p buf of @p size bytes into
+ * @p field, when @p known accepts its value. */
+static int set_int(const char *name, int (*known)(int), int *field, const void *buf, size_t size)
 {
     if (size != sizeof(int32_t))
         return bad("hipblasLtMatmulDescSetAttribute(%s): %zu bytes for an int32_t", name, size);
     int32_t v;
     memcpy(&v, buf, sizeof v);
-    *out = v;
+    if (!known(v))
+        return bad("hipblasLtMatmulDescSetAttribute(%s): %d is not a value it takes", name, (int)v);
+    *field = v;
     return KEEL_HLT_STATUS_SUCCESS;
 }
 
@@ -186,43 +189,17 @@ int hipblasLtMatmulDescSetAttribute(keel__hlt_desc_t desc, int attr, const void 
 {
     if (!desc_ok(desc) || buf == NULL)
         return bad("hipblasLtMatmulDescSetAttribute: descriptor or buffer invalid");
-    int v = 0, st = KEEL_HLT_STATUS_SUCCESS;
     switch (attr) {
-    case 0:
-        if ((st = int_attr("TRANSA", buf, size, &v)) == KEEL_HLT_STATUS_SUCCESS) {
-            if (!known_op(v))
-                return bad("TRANSA %d is no hipblasOperation_t", v);
-            desc->d.transa = v;
-        }
-        return st;
-    case 1:
-        if ((st = int_attr("TRANSB", buf, size, &v)) == KEEL_HLT_STATUS_SUCCESS) {
-            if (!known_op(v))
-                return bad("TRANSB %d is no hipblasOperation_t", v);
-            desc->d.transb = v;
-        }
-        return st;
-    case 2:
-        if ((st = int_attr("EPILOGUE", buf, size, &v)) == KEEL_HLT_STATUS_SUCCESS) {
-            if (!known_epilogue(v))
-                return bad("EPILOGUE %d is no forward hipblasLtEpilogue_t", v);
-            desc->d.epilogue = v;
-        }
-        return st;
+    case 0: return set_int("TRANSA", known_op, &desc->d.transa, buf, size);
+    case 1: return set_int("TRANSB", known_op, &desc->d.transb, buf, size);
+    case 2: return set_int("EPILOGUE", known_epilogue, &desc->d.epilogue, buf, size);
     case 3:
         if (size != sizeof(void *))
-            return bad("BIAS_POINTER: %zu bytes for a pointer", size);
+            return bad("hipblasLtMatmulDescSetAttribute(BIAS_POINTER): %zu bytes for a pointer", size);
         memcpy(&desc->d.bias, buf, sizeof(void *));
         return KEEL_HLT_STATUS_SUCCESS;
-    case 4:
-        if ((st = int_attr("BIAS_DATA_TYPE", buf, size, &v)) == KEEL_HLT_STATUS_SUCCESS) {
-            if (!known_type(v))
-                return bad("BIAS_DATA_TYPE %d is no real hipDataType", v);
-            desc->d.bias_type = v;
-        }
-        return st;
-    default:
-        return bad("hipblasLtMatmulDescSetAttribute: attribute %d is not one keel-hip sets", attr);
+    case 4: return set_int("BIAS_DATA_TYPE", known_type, &desc->d.bias_type, buf, size);
+    default: return bad("hipblasLtMatmulDescSetAttribute: attribute %d is not one keel-hip sets", attr);
     }
 }
 

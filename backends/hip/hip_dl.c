@@ -13,30 +13,32 @@ static void append(char *buf, size_t size, const char *text)
         snprintf(buf + used, size - used, "%s", text);
 }
 
-void *keel__hip_dlopen_first(const char *const *names, const char **opened, char *why, size_t why_size)
+int keel__hip_dl_load(const char *const *names, const keel__hip_sym_t *wanted, size_t n, void *table,
+                      size_t table_size, void **lib_out, const char **opened, char *why, size_t why_size)
 {
+    memset(table, 0, table_size);
     if (why_size > 0)
         why[0] = '\0';
-    for (size_t i = 0; names[i] != NULL; i++) {
-        void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    void *lib = NULL;
+    const char *name = NULL;
+    for (size_t i = 0; names[i] != NULL && lib == NULL; i++) {
+        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         if (lib != NULL) {
-            *opened = names[i];
-            return lib;
+            name = names[i];
+        } else {
+            const char *err = dlerror();
+            append(why, why_size, i > 0 ? "; " : "");
+            append(why, why_size, err != NULL ? err : names[i]);
         }
-        const char *err = dlerror();
-        append(why, why_size, i > 0 ? "; " : "");
-        append(why, why_size, err != NULL ? err : names[i]);
     }
-    return NULL;
-}
-
-int keel__hip_dlsym_table(void *lib, const char *lib_name, const keel__hip_sym_t *wanted, size_t n, void *table,
-                          char *why, size_t why_size)
-{
+    if (lib == NULL)
+        return -1;
     for (size_t i = 0; i < n; i++) {
         void *fn = dlsym(lib, wanted[i].name);
         if (fn == NULL) {
-            snprintf(why, why_size, "%s has no %s", lib_name, wanted[i].name);
+            snprintf(why, why_size, "%s has no %s", name, wanted[i].name);
+            dlclose(lib);
+            memset(table, 0, table_size);
             return -1;
         }
         /* POSIX: a function's address from dlsym fits a void *, and the
@@ -44,5 +46,7 @@ int keel__hip_dlsym_table(void *lib, const char *lib_name, const keel__hip_sym_t
         _Static_assert(sizeof(void (*)(void)) == sizeof(void *), "function pointers are void * sized");
         memcpy((char *)table + wanted[i].offset, &fn, sizeof fn);
     }
+    *lib_out = lib;
+    *opened = name;
     return 0;
 }

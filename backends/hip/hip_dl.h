@@ -14,18 +14,17 @@ typedef struct {
     size_t offset;
 } keel__hip_sym_t;
 
-/* dlopen (RTLD_NOW | RTLD_LOCAL) of the first of @p names (NULL-terminated)
- * that loads; its name in *opened. NULL when none does, with each name's
- * dlerror in @p why, "; "-separated (always terminated, cut to fit). */
-__attribute__((visibility("hidden"))) void *keel__hip_dlopen_first(const char *const *names, const char **opened,
-                                                                   char *why, size_t why_size);
-
-/* Resolves each of the @p n functions of @p wanted from @p lib (opened as
- * @p lib_name) into its slot of @p table. 0 on success; -1 when one is
- * missing, with "LIB has no FUNCTION" in @p why (the table is then partly
- * written; the caller clears it and closes the library). */
-__attribute__((visibility("hidden"))) int keel__hip_dlsym_table(void *lib, const char *lib_name,
-                                                                const keel__hip_sym_t *wanted, size_t n,
-                                                                void *table, char *why, size_t why_size);
+/* Clears @p table (@p table_size bytes), opens the first of @p names
+ * (NULL-terminated) that dlopen (RTLD_NOW | RTLD_LOCAL) loads, and resolves
+ * each of the @p n functions of @p wanted into its slot. 0 on success, with
+ * the library in *lib and the name it was opened by in *opened (both may
+ * point into the table); -1 otherwise, with the table cleared again and the
+ * reason in @p why (always terminated, cut to fit): no library loaded (each
+ * name's dlerror, "; "-separated), or the one that loaded lacks a function
+ * ("LIB has no FUNCTION"; it is closed again, and the names after it are
+ * not tried). */
+__attribute__((visibility("hidden"))) int keel__hip_dl_load(const char *const *names, const keel__hip_sym_t *wanted,
+                                                            size_t n, void *table, size_t table_size, void **lib,
+                                                            const char **opened, char *why, size_t why_size);
 
 #endif /* KEEL_HIP_DL_H */

@@ -3,7 +3,6 @@
  * (hip_hipblaslt.h), through hip_dl.c, and checking that it is a release
  * whose types those declarations match. Plain C and libdl only:
  * test-hipblaslt runs it against fake libraries on machines without ROCm. */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 #include "hip_dl.h"
@@ -30,19 +29,8 @@ static const keel__hip_sym_t wanted[] = {
 
 int keel__hipblaslt_load(const char *const *names, keel__hipblaslt_api_t *api, char *why, size_t why_size)
 {
-    memset(api, 0, sizeof *api);
-    const char *name = NULL;
-    void *lib = keel__hip_dlopen_first(names, &name, why, why_size);
-    if (lib == NULL)
-        return -1;
-    if (keel__hip_dlsym_table(lib, name, wanted, sizeof wanted / sizeof wanted[0], api, why, why_size) != 0) {
-        dlclose(lib);
-        memset(api, 0, sizeof *api);
-        return -1;
-    }
-    api->lib = lib;
-    api->lib_name = name;
-    return 0;
+    return keel__hip_dl_load(names, wanted, sizeof wanted / sizeof wanted[0], api, sizeof *api, &api->lib,
+                             &api->lib_name, why, why_size);
 }
 
 int keel__hipblaslt_check_version(const keel__hipblaslt_api_t *api, keel__hipblaslt_handle_t handle, int *version,

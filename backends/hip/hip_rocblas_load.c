@@ -2,8 +2,6 @@
 /* Finding librocblas and the functions keel-hip calls in it (hip_rocblas.h),
  * through hip_dl.c. Plain C and libdl only: test-rocblas-load runs it
  * against fake libraries on machines without ROCm. */
-#include <dlfcn.h>
-#include <string.h>
 #include "hip_dl.h"
 #include "hip_rocblas.h"
 
@@ -17,19 +15,8 @@ static const keel__hip_sym_t wanted[] = {
 
 int keel__rocblas_load(const char *const *names, keel__rocblas_api_t *api, char *why, size_t why_size)
 {
-    memset(api, 0, sizeof *api);
-    const char *name = NULL;
-    void *lib = keel__hip_dlopen_first(names, &name, why, why_size);
-    if (lib == NULL)
-        return -1;
-    if (keel__hip_dlsym_table(lib, name, wanted, sizeof wanted / sizeof wanted[0], api, why, why_size) != 0) {
-        dlclose(lib);
-        memset(api, 0, sizeof *api);
-        return -1;
-    }
-    api->lib = lib;
-    api->lib_name = name;
-    return 0;
+    return keel__hip_dl_load(names, wanted, sizeof wanted / sizeof wanted[0], api, sizeof *api, &api->lib,
+                             &api->lib_name, why, why_size);
 }
 
 const char *keel__rocblas_status_name(int status)

@@ -10,19 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hip_rocblas.h"
+#include "test-dl.h"
 #include "tests/fixture.h"
 
 #define FAKE_FULL FAKE_ROCBLAS_DIR "/fake-rocblas.so"
 #define FAKE_NO_DGEMV FAKE_ROCBLAS_DIR "/fake-rocblas-nodgemv.so"
 #define MISSING "/nonexistent-keel-test/librocblas.so.0"
-
-/* The table entry at @p slot as a plain address. */
-static void *addr(const void *slot)
-{
-    void *p;
-    memcpy(&p, slot, sizeof p);
-    return p;
-}
 
 START_TEST(no_library_names_every_name_tried)
 {
@@ -32,7 +25,7 @@ START_TEST(no_library_names_every_name_tried)
     ck_assert_int_eq(keel__rocblas_load(names, &api, why, sizeof why), -1);
     ck_assert_msg(strstr(why, names[0]) != NULL && strstr(why, names[1]) != NULL, "why: %s", why);
     ck_assert_ptr_null(api.lib);
-    ck_assert_ptr_null(addr(&api.gemm_ex));
+    ck_assert_ptr_null(kt_dl_addr(&api.gemm_ex));
 }
 END_TEST
 
@@ -43,12 +36,7 @@ START_TEST(each_name_in_its_own_slot)
     char why[512];
     ck_assert_msg(keel__rocblas_load(names, &api, why, sizeof why) == 0, "load: %s", why);
     ck_assert_str_eq(api.lib_name, FAKE_FULL); /* the second name, after the first failed */
-    void *lib = dlopen(FAKE_FULL, RTLD_NOW | RTLD_LOCAL);
-    ck_assert_ptr_nonnull(lib);
-    const struct {
-        const char *name;
-        const void *slot;
-    } expect[] = {
+    const kt_dl_slot_t expect[] = {
         {"rocblas_create_handle", &api.create_handle},
         {"rocblas_destroy_handle", &api.destroy_handle},
         {"rocblas_set_stream", &api.set_stream},
@@ -58,11 +46,7 @@ START_TEST(each_name_in_its_own_slot)
         {"rocblas_sgemv", &api.sgemv},
         {"rocblas_dgemv", &api.dgemv},
     };
-    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
-        void *want = dlsym(lib, expect[i].name);
-        ck_assert_msg(want != NULL && addr(expect[i].slot) == want, "%s is not in its slot", expect[i].name);
-    }
-    dlclose(lib);
+    kt_dl_check_slots(FAKE_FULL, expect, sizeof expect / sizeof expect[0]);
     dlclose(api.lib);
 }
 END_TEST
@@ -76,7 +60,7 @@ START_TEST(missing_function_is_named)
     ck_assert_int_eq(keel__rocblas_load(names, &api, why, sizeof why), -1);
     ck_assert_msg(strstr(why, FAKE_NO_DGEMV) != NULL && strstr(why, "rocblas_dgemv") != NULL, "why: %s", why);
     ck_assert_ptr_null(api.lib);
-    ck_assert_ptr_null(addr(&api.sgemv));
+    ck_assert_ptr_null(kt_dl_addr(&api.sgemv));
 }
 END_TEST
 
