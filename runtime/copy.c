@@ -25,6 +25,11 @@ static keel_status_t not_host_memory(const char *fn, const char *role, const voi
                                fn, bytes, dir, role, ptr, keel__memory_kind_name(a->kind), a->size, (void *)a->base,
                                a->device->name);
     default:
+        if (a->foreign == KEEL__FOREIGN_MODULE)
+            return keel__set_error(KEEL_ERROR_INVALID_POINTER,
+                                   "%s: %zu bytes %s %s %p reach the variable of %zu bytes at %p of a module on %s, "
+                                   "which keel_module_unload unloaded", fn, bytes, dir, role, ptr, a->size,
+                                   (void *)a->base, a->device->name);
         if ((uintptr_t)ptr - a->base < a->size)
             return keel__set_error(KEEL_ERROR_INVALID_POINTER,
                                    "%s: %s %p is in the %s block of %zu bytes at %p on %s, which was freed", fn, role,

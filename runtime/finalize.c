@@ -151,6 +151,7 @@ int keel__teardown(int mode)
     keel__handle_keep_contents(forked_mode || at_exit_mode);
     keel__devices_flush(backend_ok);
     release_objects();
+    keel__module_held_teardown(backend_ok);
     keel__blas_teardown();
     keel__dlpack_teardown(!at_exit_mode && !forked_mode);
     keel__memory_teardown(backend_ok);

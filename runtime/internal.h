@@ -171,12 +171,24 @@ KEEL_HIDDEN void keel__sigs_free(struct keel__ksource *sigs);
 KEEL_HIDDEN int keel__module_file_load(struct keel_device *d, const char *path, keel_module_t **module,
                                        keel_status_t *st);
 
-/* Takes the module's variables out of the registry, once every device a
- * copy handed them to is done (keel_module_unload; the module's own device
- * is idle already). A failure leaves the module as it was. */
+/* Waits until every device a copy handed the module's variables to is done
+ * with them (keel_module_unload; the module's own device is idle already).
+ * A failure leaves the module as it was. */
 KEEL_HIDDEN keel_status_t keel__module_globals_release(struct keel_module *m);
 /* Forgets m's globals at once, without waiting (keel_finalize has waited). */
 KEEL_HIDDEN void keel__module_globals_drop(struct keel_module *m);
+/* For keel_module_unload, once its device is idle: when m handed out
+ * variables, keeps its backend module loaded for a while (at most
+ * KEEL__HOLD_MAX_MODULES of them, the oldest unloaded first) and remembers
+ * the variables in the record of freed blocks (KEEL__FREED_MODULE), so that
+ * a copy or memset through a stale pointer is refused instead of touching
+ * memory the unload gave back. Returns 1 when the backend module is held
+ * (the caller must not unload it), 0 when the caller unloads it now. */
+#define KEEL__HOLD_MAX_MODULES 4
+KEEL_HIDDEN int keel__module_globals_hold(struct keel_module *m);
+/* Unloads every held backend module whose device passes backend_ok, and
+ * forgets the rest (keel_finalize). */
+KEEL_HIDDEN void keel__module_held_teardown(int (*backend_ok)(const struct keel_device *d));
 
 /* ---- shared objects mapped as a fresh copy (runtime/image_file.c) ---- */
 #define KEEL__IMAGE_FILE_PASSES 16
@@ -224,6 +236,9 @@ KEEL_HIDDEN void keel__handle_keep_contents(int on);
  * Each releases the handle whatever its backend says; with backend 0 no
  * backend entry is called (a plugin left alone at process exit). */
 KEEL_HIDDEN keel_status_t keel__module_forget(struct keel_module *module, int backend);
+/* backend for keel__module_forget from keel_module_unload: the backend
+ * module may stay loaded a while for its variables (keel__module_globals_hold). */
+#define KEEL__FORGET_HOLD 2
 KEEL_HIDDEN void keel__kernel_forget(struct keel_kernel *kernel, int backend);
 KEEL_HIDDEN keel_status_t keel__graph_forget(struct keel_graph *graph, int backend);
 KEEL_HIDDEN keel_status_t keel__graph_exec_forget(struct keel_graph_exec *exec, int backend);
@@ -350,7 +365,8 @@ KEEL_HIDDEN keel__ptr_class_t keel__registry_classify(const void *ptr, size_t by
  * only while it is still allocated: a block the core keeps for the purpose
  * (held: memory that keel_free frees, not stream-ordered, of at most
  * KEEL__HOLD_MAX_BYTES, at most KEEL__HOLD_MAX_BLOCKS of them), or a block
- * a stream keeps for reuse. Once any block is given back to its backend
+ * a stream keeps for reuse, or a variable of an unloaded module whose code
+ * the core keeps loaded for the purpose. Once any block is given back to its backend
  * its addresses may become host memory: a GPU driver with unified
  * addressing releases device memory's address range too, and the host's
  * allocator maps it again (seen with CUDA on an H200), so a GPU's device
@@ -362,6 +378,8 @@ typedef enum keel__freed_state {
     KEEL__FREED_FORGET = 0,  /* not remembered (any entry of the base is dropped) */
     KEEL__FREED_HELD,        /* still allocated: the core releases it when it is no longer remembered */
     KEEL__FREED_KEPT,        /* kept by a stream for reuse (runtime/reuse.c) */
+    KEEL__FREED_MODULE,      /* a variable of an unloaded module whose backend module is still held
+                                (keel__module_globals_hold); forgotten, not released, to make room */
 } keel__freed_state_t;
 /* Remembers the freed block a in the given state, dropping any entry of
  * the same base (KEEL__FREED_FORGET: only that). Held blocks that stop
@@ -370,6 +388,8 @@ typedef enum keel__freed_state {
 #define KEEL__RETIRE_EVICTS 3
 KEEL_HIDDEN void keel__registry_retire(const keel__alloc_t *a, keel__freed_state_t state,
                                        keel__alloc_t evicted[KEEL__RETIRE_EVICTS], int *nevicted);
+/* Releases the held blocks in evicted through their backends (runtime/memory.c). */
+KEEL_HIDDEN void keel__release_evicted(const keel__alloc_t *ev, int n);
 /* The stream that kept the block at base gave it back to its backend: a
  * KEEL__FREED_KEPT entry of base is dropped; an entry in another state is
  * left alone. */

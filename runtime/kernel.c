@@ -94,12 +94,13 @@ keel_status_t keel_module_unload(keel_module_t *module)
                                   d->name);
     if ((waited = keel__module_globals_release(module)) != KEEL_OK)
         return waited;
-    return keel__module_forget(module, 1);
+    return keel__module_forget(module, KEEL__FORGET_HOLD);
 }
 
 keel_status_t keel__module_forget(struct keel_module *module, int backend)
 {
-    keel__module_globals_drop(module);   /* none left after keel_module_unload's release */
+    int held = backend == KEEL__FORGET_HOLD && keel__module_globals_hold(module);
+    keel__module_globals_drop(module);
     const keel_kernel_vtable_t *kv = module->device->plugin->kernel;
     for (size_t i = 0; i < module->nkernels; i++) {
         struct keel_kernel *k = module->kernels[i];
@@ -111,7 +112,7 @@ keel_status_t keel__module_forget(struct keel_module *module, int backend)
     free(module->kernels);
     keel__sigs_free(module->sigs);
     pthread_mutex_destroy(&module->lock);
-    keel_status_t st = backend && kv->module_unload ? kv->module_unload(module->ctx) : KEEL_OK;
+    keel_status_t st = backend && !held && kv->module_unload ? kv->module_unload(module->ctx) : KEEL_OK;
     keel__handle_release(module);
     return st;
 }

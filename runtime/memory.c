@@ -29,7 +29,7 @@ static void release_held(const keel__alloc_t *a)
                   keel_status_name(st));
 }
 
-static void release_evicted(const keel__alloc_t *ev, int n)
+void keel__release_evicted(const keel__alloc_t *ev, int n)
 {
     for (int i = 0; i < n; i++)
         release_held(&ev[i]);
@@ -120,6 +120,10 @@ static keel_status_t unknown_pointer(const char *fn, const void *ptr)
     if (c == KEEL__PTR_LIVE)
         return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%s: %p is inside an allocation of %zu bytes at %p, not its start",
                                fn, ptr, a.size, (void *)a.base);
+    if (c == KEEL__PTR_FREED && a.foreign == KEEL__FOREIGN_MODULE)
+        return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%s: %p %s the variable of %zu bytes at %p of a module on "
+                               "%s, which keel_module_unload unloaded", fn, ptr,
+                               a.base == (uintptr_t)ptr ? "is" : "is inside", a.size, (void *)a.base, a.device->name);
     if (c == KEEL__PTR_FREED)
         return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%s: %p %s the %s block of %zu bytes at %p on %s, which was "
                                "already freed", fn, ptr, a.base == (uintptr_t)ptr ? "is" : "is inside",
@@ -216,7 +220,7 @@ keel_status_t keel_free(void *ptr)
          * stream-ordered block is not: its release is ordered on a stream,
          * whose wait could report the errors of unrelated work. */
         keel__registry_retire(&a, KEEL__FREED_HELD, ev, &nev);
-        release_evicted(ev, nev);
+        keel__release_evicted(ev, nev);
         return KEEL_OK;
     }
     if (a.stream_ordered && d->plugin->memory->free_async) {
@@ -232,7 +236,7 @@ keel_status_t keel_free(void *ptr)
         return not_freed(st, "keel_free", ptr, d);
     }
     keel__registry_retire(&a, KEEL__FREED_FORGET, ev, &nev);
-    release_evicted(ev, nev);
+    keel__release_evicted(ev, nev);
     return KEEL_OK;
 }
 
@@ -304,7 +308,7 @@ keel_status_t keel_free_async(void *ptr, keel_stream_t *stream)
     int nev = 0;
     if (keel__registry_remove_kept(ptr, &a, ev, &nev) != KEEL_OK)
         return unknown_pointer("keel_free_async", ptr);
-    release_evicted(ev, nev);
+    keel__release_evicted(ev, nev);
     if (KEEL__UNLIKELY(a.device != stream->device || a.kind != KEEL_MEMORY_DEVICE || a.foreign)) {
         keel__registry_put_back(&a);
         if (a.foreign)

@@ -133,7 +133,6 @@ keel_status_t keel__module_globals_release(struct keel_module *m)
             return keel__prefix_error(st, "keel_module_unload: the module stays loaded (call again): %s reported",
                                       failed->name);
     }
-    keel__module_globals_drop(m);
     return KEEL_OK;
 }
 
@@ -147,4 +146,87 @@ void keel__module_globals_drop(struct keel_module *m)
     free(m->globals);
     m->globals = NULL;
     m->nglobals = m->capglobals = 0;
+}
+
+/* Backend modules that keel_module_unload keeps loaded for a while, oldest
+ * first, so that the record of freed blocks may remember their variables
+ * (its entries must name memory that is still allocated: see
+ * KEEL__FREED_SLOTS). Each has the bases of its variables, to forget them
+ * when it is unloaded at last. */
+typedef struct held_module {
+    struct keel_device *device;
+    void *ctx;
+    uintptr_t *bases;
+    size_t nbases;
+} held_module_t;
+static held_module_t held[KEEL__HOLD_MAX_MODULES];
+static unsigned nheld;
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Forgets h's variables and, with unload, unloads its backend module. */
+static void held_release(held_module_t *h, int unload)
+{
+    for (size_t i = 0; i < h->nbases; i++) {
+        keel__alloc_t a = {.base = h->bases[i]}, ev[KEEL__RETIRE_EVICTS];
+        int nev = 0;
+        keel__registry_retire(&a, KEEL__FREED_FORGET, ev, &nev);
+        keel__release_evicted(ev, nev);
+    }
+    free(h->bases);
+    if (unload) {
+        keel_status_t st = h->device->plugin->kernel->module_unload(h->ctx);
+        if (st != KEEL_OK)
+            keel__log(KEEL_LOG_WARN, "unloading a module of %s whose variables were remembered: %s", h->device->name,
+                      keel_status_name(st));
+    }
+}
+
+int keel__module_globals_hold(struct keel_module *m)
+{
+    struct keel_device *d = m->device;
+    if (!d->plugin->kernel->module_unload)
+        return 0;
+    size_t n = 0;
+    for (size_t i = 0; i < m->nglobals; i++)
+        n += m->globals[i].owns_entry;
+    if (n == 0)
+        return 0;
+    held_module_t h = {.device = d, .ctx = m->ctx, .bases = malloc(n * sizeof(uintptr_t))};
+    if (!h.bases)
+        return 0; /* the variables go unremembered, as any released block */
+    for (size_t i = 0; i < m->nglobals; i++) {
+        keel__alloc_t a, ev[KEEL__RETIRE_EVICTS];
+        int nev = 0;
+        if (!m->globals[i].owns_entry || keel__registry_remove(m->globals[i].ptr, &a) != KEEL_OK)
+            continue;
+        m->globals[i].owns_entry = 0;
+        keel__registry_retire(&a, KEEL__FREED_MODULE, ev, &nev);
+        keel__release_evicted(ev, nev);
+        h.bases[h.nbases++] = a.base;
+    }
+    held_module_t oldest = {0};
+    int full;
+    pthread_mutex_lock(&held_lock);
+    if ((full = nheld == KEEL__HOLD_MAX_MODULES)) {
+        oldest = held[0];
+        memmove(held, held + 1, (nheld - 1) * sizeof held[0]);
+        nheld--;
+    }
+    held[nheld++] = h;
+    pthread_mutex_unlock(&held_lock);
+    if (full)
+        held_release(&oldest, 1);
+    return 1;
+}
+
+void keel__module_held_teardown(int (*backend_ok)(const struct keel_device *d))
+{
+    pthread_mutex_lock(&held_lock);
+    while (nheld > 0) {
+        held_module_t h = held[--nheld];
+        pthread_mutex_unlock(&held_lock);
+        held_release(&h, backend_ok(h.device));
+        pthread_mutex_lock(&held_lock);
+    }
+    pthread_mutex_unlock(&held_lock);
 }

@@ -158,6 +158,23 @@ KT_DEVICE_TEST(globals_feed_a_kernel_within_their_bounds)
     }
     KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memset(counter, 0, sizeof(int)));
     KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free(coeffs));
+    /* A copy through a stale pointer is refused, not run into memory the unload gave back. */
+    int got = 12345;
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(&got, counter, sizeof got));
+    KT_DETAIL_HAS("unload");
+    ck_assert_msg(got == 12345, "%sa refused copy wrote its destination", kt_where());
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(coeffs, host, NCOEF * sizeof(float)));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy_async(scale, host, sizeof(double), s));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(d, coeffs, NCOEF * sizeof(float)));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memset(coeffs + 2, 0, sizeof(float)));
+    KT_DETAIL_HAS("keel_module_unload unloaded");
+    /* More unloads than the core keeps backend modules for: the oldest go
+     * at last, each module's variables still working until its own unload. */
+    for (int i = 0; i < 6; i++) {
+        keel_module_t *more = build(dev);
+        run_and_check(dev, more, s);
+        KT_OK(keel_module_unload(more));
+    }
     KT_FAIL(KEEL_ERROR_INVALID_HANDLE, keel_module_get_global(m, "coeffs", &again, NULL));
     KT_OK(keel_free(d));
     KT_OK(keel_stream_destroy(s));

@@ -161,7 +161,9 @@ KEEL_API keel_status_t keel_module_get_kernel(keel_module_t *module, const char 
  *         KEEL_ERROR_NOT_SUPPORTED on a backend without module globals, and
  *         on the CPU for a variable in read-only memory (declared const).
  * Ownership: the memory belongs to the module; keel_free() refuses it, and
- * keel_module_unload() ends it (the pointer is then unknown to Keel). Looking
+ * keel_module_unload() ends it: copies and memsets refuse the stale pointer
+ * (KEEL_ERROR_INVALID_POINTER) while the core still keeps the unloaded code
+ * of the last few such modules, and later Keel no longer knows it. Looking
  * up the same name twice gives the same pointer.
  */
 KEEL_API keel_status_t keel_module_get_global(keel_module_t *module, const char *name, void **ptr, size_t *bytes);
