@@ -64,6 +64,29 @@ keel_status_t keel_env_var_get(int index, const char **name, const char **descri
     return KEEL_OK;
 }
 
+keel_status_t keel_env_var_value(int index, const char **value, const char **set_by)
+{
+    const char *name = NULL, *alias = "";
+    keel_status_t st = keel_env_var_get(index, &name, NULL);
+    if (st != KEEL_OK)
+        return keel__prefix_error(st, "keel_env_var_value");
+    if ((size_t)index >= CORE_COUNT)
+        (void)keel__plugin_env_alias(index - (int)CORE_COUNT, &alias);
+    const char *from = name, *v = getenv(name);
+    const char *old = alias[0] && (!v || !v[0]) ? getenv(alias) : NULL;
+    if (old && old[0]) { /* an empty name gives way to a set alias, as the plugin reads it */
+        from = alias;
+        v = old;
+    }
+    if (!v)
+        from = NULL;
+    if (value)
+        *value = v;
+    if (set_by)
+        *set_by = from;
+    return KEEL_OK;
+}
+
 int keel__parse_uint(const char *s, unsigned long long max, unsigned long long *out)
 {
     if (!s || !isdigit((unsigned char)s[0]))

@@ -658,6 +658,19 @@ int keel__plugin_env_count(void)
     return n;
 }
 
+int keel__plugin_env_alias(int index, const char **alias)
+{
+    for (int i = 0; i < nbackends; i++) {
+        struct keel_backend *b = keel__backend_loaded(&backends[i]);
+        if (index < b->env_count) {
+            *alias = b->env_alias[index];
+            return 0;
+        }
+        index -= b->env_count;
+    }
+    return -1;
+}
+
 int keel__plugin_env_get(int index, const char **name, const char **description)
 {
     for (int i = 0; i < nbackends; i++) {

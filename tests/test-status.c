@@ -239,6 +239,33 @@ START_TEST(env_var_table_names_every_variable)
     const char *name = KT_SENTINEL;
     KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_env_var_get(-1, &name, &name));
     ck_assert_ptr_eq(name, KT_SENTINEL);
+
+    /* The value in force of each: what the environment holds now, and the name that set it. */
+    const char *value = KT_SENTINEL, *set_by = KT_SENTINEL;
+    for (int i = 0; i < n; i++) {
+        KT_OK(keel_env_var_get(i, &name, NULL));
+        if (strcmp(name, "KEEL_FAULT") != 0)
+            continue;
+        const char *old = getenv(name);
+        char *saved = old ? strdup(old) : NULL;
+        char fresh[32];
+        snprintf(fresh, sizeof fresh, "probe%llu", (unsigned long long)(kt_rand64() % 1000000));
+        setenv(name, fresh, 1);
+        KT_OK(keel_env_var_value(i, &value, &set_by));
+        ck_assert_msg(value && strcmp(value, fresh) == 0 && set_by && strcmp(set_by, name) == 0,
+                      "%s=%s reads as %s (set by %s)", name, fresh, value ? value : "NULL", set_by ? set_by : "NULL");
+        unsetenv(name);
+        KT_OK(keel_env_var_value(i, &value, &set_by));
+        ck_assert_msg(value == NULL && set_by == NULL, "unset %s reads as %s", name, value ? value : "NULL");
+        KT_OK(keel_env_var_value(i, NULL, NULL));
+        if (saved)
+            setenv(name, saved, 1);
+        free(saved);
+    }
+    value = set_by = KT_SENTINEL;
+    KT_FAIL(KEEL_ERROR_OUT_OF_RANGE, keel_env_var_value(n, &value, &set_by));
+    ck_assert_ptr_eq(value, KT_SENTINEL);
+    ck_assert_ptr_eq(set_by, KT_SENTINEL);
 }
 END_TEST
 

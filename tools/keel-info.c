@@ -472,21 +472,27 @@ static void print_environment(void)
             continue;
         if ((int)strlen(name) > width)
             width = (int)strlen(name);
-        const char *value = getenv(name);
+        const char *value = NULL;
+        (void)keel_env_var_value(i, &value, NULL);
         int vlen = value ? (int)strlen(value) + 2 : 7;
         if (vlen > vwidth)
             vwidth = vlen > ENV_VALUE_SHOWN + 5 ? ENV_VALUE_SHOWN + 5 : vlen;
     }
     for (int i = 0; i < count; i++) {
-        const char *name = NULL, *desc = NULL;
-        if (keel_env_var_get(i, &name, &desc) != KEEL_OK)
+        const char *name = NULL, *desc = NULL, *value = NULL, *set_by = NULL;
+        if (keel_env_var_get(i, &name, &desc) != KEEL_OK || keel_env_var_value(i, &value, &set_by) != KEEL_OK)
             continue;
-        const char *value = getenv(name);
+        /* A value set through an older name says which. */
+        const char *alias = value && strcmp(set_by, name) != 0 ? set_by : NULL;
         if (json_mode) {
             printf("%s\n    {\"name\": ", i ? "," : "");
             json_string(name);
             printf(", \"value\": ");
             json_string(value);
+            if (alias) {
+                printf(", \"set_by\": ");
+                json_string(alias);
+            }
             printf(", \"description\": ");
             json_string(desc);
             printf("}");
@@ -497,7 +503,10 @@ static void print_environment(void)
             else
                 snprintf(shown, sizeof shown, "\"%.*s\"%s", ENV_VALUE_SHOWN, value,
                          strlen(value) > ENV_VALUE_SHOWN ? "..." : "");
-            printf("  %-*s  %-*s  %s\n", width, name, vwidth, shown, desc ? desc : "");
+            printf("  %-*s  %-*s  %s", width, name, vwidth, shown, desc ? desc : "");
+            if (alias)
+                printf(" [set by %s]", alias);
+            printf("\n");
         }
     }
     if (json_mode)

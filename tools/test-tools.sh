@@ -171,6 +171,27 @@ else
     echo "skip: moved install (no libtool .libs binaries in this build)"
 fi
 
+# A plugin variable set only through its older name: keel-info shows the
+# value in force and the name that set it (the fakeok2 test plugin's
+# KEEL_FAKE_MODE, also read as KEEL_FAKE_OLD_MODE); the name wins over it.
+fake2=./tests/plugins/.libs/keel-fakeok2.so
+if [ -f "$fake2" ]; then
+    mkdir -p "$tmp/fake2"
+    cp "$fake2" "$tmp/fake2/"
+    run alias 0 env -u KEEL_FAKE_MODE KEEL_FAKE_OLD_MODE=b KEEL_BACKEND_PATH="$tmp/fake2" "$info" && {
+        expect alias out '^  KEEL_FAKE_MODE +"b" +.*\[set by KEEL_FAKE_OLD_MODE\]$'
+        expect alias out '^  KEEL_FAKE_COUNT +\(unset\) '
+    }
+    run alias-json 0 env -u KEEL_FAKE_MODE KEEL_FAKE_OLD_MODE=b KEEL_BACKEND_PATH="$tmp/fake2" "$info" --json && {
+        expect alias-json out '"name": "KEEL_FAKE_MODE", "value": "b", "set_by": "KEEL_FAKE_OLD_MODE"'
+    }
+    run alias-both 0 env KEEL_FAKE_MODE=a KEEL_FAKE_OLD_MODE=b KEEL_BACKEND_PATH="$tmp/fake2" "$info" && {
+        expect alias-both out '^  KEEL_FAKE_MODE +"a" +fakeok2 plugin: [^[]*$'
+    }
+else
+    echo "skip: keel-info and an aliased plugin variable (no fakeok2 test plugin in this build)"
+fi
+
 # --- keel-demo ------------------------------------------------------------
 run demo 0 "$demo" -n 100003 && expect demo out 'verified' && expect demo out 'portable kernel'
 run demo-native 0 "$demo" -n 4099 --native && expect demo-native out 'verified'

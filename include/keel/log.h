@@ -54,6 +54,19 @@ KEEL_API keel_status_t keel_env_var_count(int *count);
  */
 KEEL_API keel_status_t keel_env_var_get(int index, const char **name, const char **description);
 
+/**
+ * @brief The value in force of the variable keel_env_var_get() lists at @p index:
+ * the environment's value of its name, else of its older alias (a plugin's
+ * variable may have one), as Keel reads it.
+ * @param[in] index 0 .. n-1, n from keel_env_var_count()
+ * @param[out] value the value, NULL when unset (may be NULL).
+ * @param[out] set_by the variable the value came from (the name or the
+ *             alias), NULL when unset (may be NULL). Pointers into the
+ *             environment or static strings, valid until it changes.
+ * @return KEEL_ERROR_OUT_OF_RANGE past the last one.
+ */
+KEEL_API keel_status_t keel_env_var_value(int index, const char **value, const char **set_by);
+
 #ifdef __cplusplus
 }
 #endif
