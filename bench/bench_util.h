@@ -1,11 +1,26 @@
 /* SPDX-License-Identifier: MIT */
-/* What every benchmark of Keel needs: a monotonic clock and the median of
- * a set of timings. Header-only, for the benchmark programs alone. */
+/* What every benchmark of Keel needs: a monotonic clock, the median of
+ * a set of timings, and the check of a Keel call. Header-only, for the
+ * benchmark programs alone. */
 #ifndef KEEL_BENCH_UTIL_H
 #define KEEL_BENCH_UTIL_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include "keel.h"
+
+/* A Keel call that fails stops the benchmark with exit status 3 (an error,
+ * not a missed target), naming the call, its status and the detail. */
+#define CHECK(call)                                                                                            \
+    do {                                                                                                       \
+        keel_status_t s_ = (call);                                                                             \
+        if (s_ != KEEL_OK) {                                                                                   \
+            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, keel_status_name(s_),  \
+                    keel_last_error());                                                                        \
+            exit(3);                                                                                           \
+        }                                                                                                      \
+    } while (0)
 
 /* Seconds on CLOCK_MONOTONIC. */
 static inline double now(void)

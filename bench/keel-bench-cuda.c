@@ -45,7 +45,7 @@
 #include "keel.h"
 
 #include "bench/bench_summary.h"
-#include "bench/bench_util.h"
+#include "bench/bench_cuda.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -103,14 +103,6 @@ static void *driver_entry(const char *name)
     return fn;
 }
 
-#define CK(x)                                                                                       \
-    do {                                                                                            \
-        keel_status_t st_ = (x);                                                                    \
-        if (st_ != KEEL_OK) {                                                                       \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, keel_last_error());          \
-            exit(3);                                                                                \
-        }                                                                                           \
-    } while (0)
 #define CU(x)                                                                                       \
     do {                                                                                            \
         CUresult r_ = (x);                                                                          \
@@ -118,14 +110,6 @@ static void *driver_entry(const char *name)
             const char *n_ = "?";                                                                   \
             cuGetErrorName(r_, &n_);                                                                \
             fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, n_);                          \
-            exit(3);                                                                                \
-        }                                                                                           \
-    } while (0)
-#define CR(x)                                                                                       \
-    do {                                                                                            \
-        cudaError_t e_ = (x);                                                                       \
-        if (e_ != cudaSuccess) {                                                                    \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorName(e_));        \
             exit(3);                                                                                \
         }                                                                                           \
     } while (0)
@@ -175,8 +159,8 @@ static cmp_t compare(measure_fn f, void *arg)
 
 static void sync_both(void)
 {
-    CR(cudaStreamSynchronize(rs));
-    CK(keel_stream_synchronize(ks));
+    CK_CUDA(cudaStreamSynchronize(rs));
+    CHECK(keel_stream_synchronize(ks));
 }
 
 /* ---- launches ---- */
@@ -231,20 +215,20 @@ static void build_graphs(void)
 {
     keel_dim3_t one = {1, 1, 1};
     keel_graph_t *g;
-    CK(keel_stream_begin_capture(ks));
+    CHECK(keel_stream_begin_capture(ks));
     for (int i = 0; i < GRAPH_KERNELS; i++)
-        CK(keel_launch_kernel(kk0, one, one, 0, ks, NULL));
-    CK(keel_stream_end_capture(ks, &g));
-    CK(keel_graph_instantiate(g, &kexec));
-    CK(keel_graph_destroy(g));
+        CHECK(keel_launch_kernel(kk0, one, one, 0, ks, NULL));
+    CHECK(keel_stream_end_capture(ks, &g));
+    CHECK(keel_graph_instantiate(g, &kexec));
+    CHECK(keel_graph_destroy(g));
 
     cudaGraph_t rg;
-    CR(cudaStreamBeginCapture(rs, cudaStreamCaptureModeRelaxed));
+    CK_CUDA(cudaStreamBeginCapture(rs, cudaStreamCaptureModeRelaxed));
     for (int i = 0; i < GRAPH_KERNELS; i++)
         CU(cuLaunchKernel(rf0, 1, 1, 1, 1, 1, 1, 0, (CUstream)rs, NULL, NULL));
-    CR(cudaStreamEndCapture(rs, &rg));
-    CR(cudaGraphInstantiate(&rexec, rg, 0));
-    CR(cudaGraphDestroy(rg));
+    CK_CUDA(cudaStreamEndCapture(rs, &rg));
+    CK_CUDA(cudaGraphInstantiate(&rexec, rg, 0));
+    CK_CUDA(cudaGraphDestroy(rg));
 }
 
 static double graph_replay(int keel, void *arg)
@@ -279,9 +263,9 @@ static void small_launch(struct small_call *c, int how)
     void *args[] = {&c->a, &c->b, &c->y, &n};
     keel_dim3_t grid = {SMALL_N / SMALL_BLOCK, 1, 1}, block = {SMALL_BLOCK, 1, 1};
     if (how == 0)
-        CK(keel_binary_vec(ks, KEEL_BINARY_ADD, KEEL_F32, SMALL_N, c->a, c->b, c->y));
+        CHECK(keel_binary_vec(ks, KEEL_BINARY_ADD, KEEL_F32, SMALL_N, c->a, c->b, c->y));
     else if (how == 1)
-        CK(keel_launch_kernel(c->nvrtc, grid, block, 0, ks, args));
+        CHECK(keel_launch_kernel(c->nvrtc, grid, block, 0, ks, args));
     else
         CU(cuLaunchKernel(c->raw, SMALL_N / SMALL_BLOCK, 1, 1, SMALL_BLOCK, 1, 1, 0, (CUstream)rs, args, NULL));
 }
@@ -317,12 +301,12 @@ static int check_small(struct small_call *c)
             ha[i] = (float)(ra[i] >> 40) * 0x1p-23f - 1.0f;
             hb[i] = (float)(rb[i] >> 40) * 0x1p-23f - 1.0f;
         }
-        CK(keel_memcpy(c->a, ha, sizeof ha));
-        CK(keel_memcpy(c->b, hb, sizeof hb));
-        CK(keel_memset(c->y, 0xff, sizeof hy));
+        CHECK(keel_memcpy(c->a, ha, sizeof ha));
+        CHECK(keel_memcpy(c->b, hb, sizeof hb));
+        CHECK(keel_memset(c->y, 0xff, sizeof hy));
         small_launch(c, how);
         sync_both();
-        CK(keel_memcpy(hy, c->y, sizeof hy));
+        CHECK(keel_memcpy(hy, c->y, sizeof hy));
         int bad = 0;
         for (int i = 0; i < SMALL_N; i++)
             bad += !(hy[i] == ha[i] + hb[i]);
@@ -352,14 +336,14 @@ static double copy_bw(int keel, void *arg)
     for (int i = 0; i < n; i++) {
         if (keel) {
             if (c->keel_sync)
-                CK(keel_memcpy(c->kdst, c->ksrc, c->bytes));
+                CHECK(keel_memcpy(c->kdst, c->ksrc, c->bytes));
             else
-                CK(keel_memcpy_async(c->kdst, c->ksrc, c->bytes, ks));
+                CHECK(keel_memcpy_async(c->kdst, c->ksrc, c->bytes, ks));
         } else {
             if (c->raw_sync)
-                CR(cudaMemcpy(c->rdst, c->rsrc, c->bytes, cudaMemcpyDefault));
+                CK_CUDA(cudaMemcpy(c->rdst, c->rsrc, c->bytes, cudaMemcpyDefault));
             else
-                CR(cudaMemcpyAsync(c->rdst, c->rsrc, c->bytes, cudaMemcpyDefault, rs));
+                CK_CUDA(cudaMemcpyAsync(c->rdst, c->rsrc, c->bytes, cudaMemcpyDefault, rs));
         }
     }
     sync_both();
@@ -384,11 +368,11 @@ static double alloc_free(int keel, void *arg)
         void *p;
         size_t b = bytes + (alternate && (i & 1) ? 256 : 0);
         if (keel) {
-            CK(keel_malloc_async(ks, b, &p));
-            CK(keel_free_async(p, ks));
+            CHECK(keel_malloc_async(ks, b, &p));
+            CHECK(keel_free_async(p, ks));
         } else {
-            CR(cudaMallocAsync(&p, b, rs));
-            CR(cudaFreeAsync(p, rs));
+            CK_CUDA(cudaMallocAsync(&p, b, rs));
+            CK_CUDA(cudaFreeAsync(p, rs));
         }
     }
     double t = (now() - t0) / n;
@@ -433,11 +417,11 @@ static void check_pageable(size_t bytes)
         fprintf(stderr, "no host memory for the pageable check\n");
         exit(3);
     }
-    CK(keel_malloc(dev, bytes, &d));
+    CHECK(keel_malloc(dev, bytes, &d));
     fill_random(a, bytes, 7);
     memset(b, 0xa5, bytes);
-    CK(keel_memcpy(d, a, bytes));
-    CK(keel_memcpy(b, d, bytes));
+    CHECK(keel_memcpy(d, a, bytes));
+    CHECK(keel_memcpy(b, d, bytes));
     char name[80];
     snprintf(name, sizeof name, "pageable round trip of %zu bytes", bytes);
     if (memcmp(a, b, bytes) != 0) {
@@ -446,7 +430,7 @@ static void check_pageable(size_t bytes)
     } else {
         printf("check: %s through Keel's staging is exact\n", name);
     }
-    CK(keel_free(d));
+    CHECK(keel_free(d));
     free(a);
     free(b);
 }
@@ -471,22 +455,22 @@ int main(int argc, char **argv)
         return 77;
     }
     keel_device_properties_t props = {.struct_size = sizeof props};
-    CK(keel_device_get_properties(dev, &props));
+    CHECK(keel_device_get_properties(dev, &props));
     keel_backend_t *be;
     keel_backend_info_t info = {.struct_size = sizeof info};
-    CK(keel_device_get_backend(dev, &be));
-    CK(keel_backend_get_info(be, &info));
+    CHECK(keel_device_get_backend(dev, &be));
+    CHECK(keel_backend_get_info(be, &info));
     printf("device: %s (%s, %d SMs), backend: %s\n", props.name, props.architecture, props.compute_units,
            info.description);
 
     /* Raw side: the same device through the runtime and driver APIs. */
-    CR(cudaSetDevice(0));
+    CK_CUDA(cudaSetDevice(0));
     *(void **)&p_cuGetErrorName = driver_entry("cuGetErrorName");
     *(void **)&p_cuModuleLoadData = driver_entry("cuModuleLoadData");
     *(void **)&p_cuModuleGetFunction = driver_entry("cuModuleGetFunction");
     *(void **)&p_cuLaunchKernel = driver_entry("cuLaunchKernel");
-    CR(cudaFree(0));
-    CR(cudaStreamCreateWithFlags(&rs, cudaStreamNonBlocking));
+    CK_CUDA(cudaFree(0));
+    CK_CUDA(cudaStreamCreateWithFlags(&rs, cudaStreamNonBlocking));
     CUmodule rmod;
     CU(cuModuleLoadData(&rmod, ptx));
     CU(cuModuleGetFunction(&rf0, rmod, "empty0"));
@@ -497,20 +481,20 @@ int main(int argc, char **argv)
     }
 
     /* Keel side. */
-    CK(keel_stream_create(dev, 0, 0, &ks));
+    CHECK(keel_stream_create(dev, 0, 0, &ks));
     keel_module_t *kmod;
-    CK(keel_module_load_data(dev, ptx, sizeof ptx, &kmod));
-    CK(keel_module_get_kernel(kmod, "empty0", &kk0));
-    CK(keel_module_get_kernel(kmod, "empty8", &kk8));
+    CHECK(keel_module_load_data(dev, ptx, sizeof ptx, &kmod));
+    CHECK(keel_module_get_kernel(kmod, "empty0", &kk0));
+    CHECK(keel_module_get_kernel(kmod, "empty8", &kk8));
     keel_module_t *kvadd;
-    CK(keel_module_compile(dev, vadd_cu, "vadd.cu", NULL, 0, &kvadd));
+    CHECK(keel_module_compile(dev, vadd_cu, "vadd.cu", NULL, 0, &kvadd));
     /* The same kernels launched as CUfunctions of the primary context (the
      * plugin's alternative launch path, chosen at lookup). */
     keel_module_t *kmod_f;
     setenv("KEEL_CUDA_LAUNCH", "function", 1);
-    CK(keel_module_load_data(dev, ptx, sizeof ptx, &kmod_f));
-    CK(keel_module_get_kernel(kmod_f, "empty0", &kf0));
-    CK(keel_module_get_kernel(kmod_f, "empty8", &kf8));
+    CHECK(keel_module_load_data(dev, ptx, sizeof ptx, &kmod_f));
+    CHECK(keel_module_get_kernel(kmod_f, "empty0", &kf0));
+    CHECK(keel_module_get_kernel(kmod_f, "empty8", &kf8));
     unsetenv("KEEL_CUDA_LAUNCH");
 
     printf("\n%-44s %10s %10s %-5s %7s %-15s %-8s\n", "op", "raw", "keel", "unit", "keel/raw", "[min..max]", "target");
@@ -534,10 +518,10 @@ int main(int argc, char **argv)
     /* A small call: raw = the launch of the same add (NVRTC through Keel,
      * or PTX through cuLaunchKernel), keel = keel_binary_vec. */
     struct small_call sc = {0};
-    CK(keel_malloc(dev, SMALL_N * sizeof(float), (void **)&sc.a));
-    CK(keel_malloc(dev, SMALL_N * sizeof(float), (void **)&sc.b));
-    CK(keel_malloc(dev, SMALL_N * sizeof(float), (void **)&sc.y));
-    CK(keel_module_get_kernel(kvadd, "vadd", &sc.nvrtc));
+    CHECK(keel_malloc(dev, SMALL_N * sizeof(float), (void **)&sc.a));
+    CHECK(keel_malloc(dev, SMALL_N * sizeof(float), (void **)&sc.b));
+    CHECK(keel_malloc(dev, SMALL_N * sizeof(float), (void **)&sc.y));
+    CHECK(keel_module_get_kernel(kvadd, "vadd", &sc.nvrtc));
     CU(cuModuleGetFunction(&sc.raw, rmod, "vadd"));
     if (check_small(&sc)) {
         c = compare(small_cost, &sc);
@@ -548,23 +532,23 @@ int main(int argc, char **argv)
     } else {
         bench_record("add 1k f32: keel_binary_vec / NVRTC launch", NAN, NAN, NAN, 0, 1.10, BENCH_WRONG);
     }
-    CK(keel_free(sc.a));
-    CK(keel_free(sc.b));
-    CK(keel_free(sc.y));
+    CHECK(keel_free(sc.a));
+    CHECK(keel_free(sc.b));
+    CHECK(keel_free(sc.y));
 
 copies:;
     size_t pin_bytes = 256u << 20, d2d_bytes = 1024u << 20;
     void *kh, *kd, *kd2, *rh, *rd, *rd2;
-    CK(keel_malloc_host(dev, pin_bytes, &kh));
-    CK(keel_malloc(dev, d2d_bytes, &kd));
-    CK(keel_malloc(dev, d2d_bytes, &kd2));
-    CR(cudaMallocHost(&rh, pin_bytes));
-    CR(cudaMalloc(&rd, d2d_bytes));
-    CR(cudaMalloc(&rd2, d2d_bytes));
+    CHECK(keel_malloc_host(dev, pin_bytes, &kh));
+    CHECK(keel_malloc(dev, d2d_bytes, &kd));
+    CHECK(keel_malloc(dev, d2d_bytes, &kd2));
+    CK_CUDA(cudaMallocHost(&rh, pin_bytes));
+    CK_CUDA(cudaMalloc(&rd, d2d_bytes));
+    CK_CUDA(cudaMalloc(&rd2, d2d_bytes));
     fill_random(kh, pin_bytes, 1);
     fill_random(rh, pin_bytes, 1);
-    CK(keel_memcpy(kd, kh, pin_bytes)); /* random bytes on the device too (copies do not depend on them) */
-    CR(cudaMemcpy(rd, rh, pin_bytes, cudaMemcpyHostToDevice));
+    CHECK(keel_memcpy(kd, kh, pin_bytes)); /* random bytes on the device too (copies do not depend on them) */
+    CK_CUDA(cudaMemcpy(rd, rh, pin_bytes, cudaMemcpyHostToDevice));
 
     if (!pageable_only) {
         struct copy_case h2d = {kd, kh, rd, rh, pin_bytes, 0, 0, (double)pin_bytes};
@@ -650,21 +634,21 @@ copies:;
     check_pageable(64u << 20);
     check_pageable((64u << 20) + 12345);
 
-    CK(keel_free(kh));
-    CK(keel_free(kd));
-    CK(keel_free(kd2));
-    CR(cudaFreeHost(rh));
-    CR(cudaFree(rd));
-    CR(cudaFree(rd2));
+    CHECK(keel_free(kh));
+    CHECK(keel_free(kd));
+    CHECK(keel_free(kd2));
+    CK_CUDA(cudaFreeHost(rh));
+    CK_CUDA(cudaFree(rd));
+    CK_CUDA(cudaFree(rd2));
     if (!pageable_only) {
-        CK(keel_graph_exec_destroy(kexec));
-        CR(cudaGraphExecDestroy(rexec));
+        CHECK(keel_graph_exec_destroy(kexec));
+        CK_CUDA(cudaGraphExecDestroy(rexec));
     }
-    CK(keel_module_unload(kmod));
-    CK(keel_module_unload(kmod_f));
-    CK(keel_module_unload(kvadd));
-    CK(keel_stream_destroy(ks));
-    CR(cudaStreamDestroy(rs));
+    CHECK(keel_module_unload(kmod));
+    CHECK(keel_module_unload(kmod_f));
+    CHECK(keel_module_unload(kvadd));
+    CHECK(keel_stream_destroy(ks));
+    CK_CUDA(cudaStreamDestroy(rs));
     bench_print_summary("ratio = keel / raw: times (us) at most, bandwidths (GB/s) at least the target", now() - t_start);
     return bench_exit_status();
 }

@@ -94,15 +94,6 @@ __attribute__((simd("notinbranch"))) float tanhf(float);
 #define HAND_TANHF_VECTOR 0
 #endif
 
-#define CHECK(call)                                                                                  \
-    do {                                                                                             \
-        keel_status_t s_ = (call);                                                                   \
-        if (s_ != KEEL_OK) {                                                                         \
-            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, keel_status_name(s_), \
-                    keel_last_error());                                                              \
-            exit(3);                                                                                 \
-        }                                                                                            \
-    } while (0)
 
 /* ======================================================================== */
 /* The kernels                                                              */

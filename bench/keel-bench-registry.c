@@ -47,14 +47,6 @@ static uint64_t next_rand(void)
     return rng;
 }
 
-#define CHECK(call)                                                                         \
-    do {                                                                                    \
-        keel_status_t st_ = (call);                                                         \
-        if (st_ != KEEL_OK) {                                                               \
-            fprintf(stderr, "keel-bench-registry: %s: %s\n", #call, keel_last_error());     \
-            exit(3);                                                                        \
-        }                                                                                   \
-    } while (0)
 
 /* ns per call of a batch of CALLS copies between the given pointers. */
 static double batch_keel(char **dst, char **src)

@@ -14,27 +14,10 @@
 #include <cuda_runtime.h>
 #include "keel.h"
 
+#include "bench/bench_cuda.h"
 #include "bench/bench_summary.h"
 #include "keel/ops.h"
 
-/* An error of Keel or CUDA stops the benchmark with exit status 3. */
-#define CHECK(call)                                                                                            \
-    do {                                                                                                       \
-        keel_status_t s_ = (call);                                                                             \
-        if (s_ != KEEL_OK) {                                                                                   \
-            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, keel_status_name(s_),  \
-                    keel_last_error());                                                                        \
-            exit(3);                                                                                           \
-        }                                                                                                      \
-    } while (0)
-#define CK_CUDA(call)                                                                                          \
-    do {                                                                                                       \
-        cudaError_t e_ = (call);                                                                               \
-        if (e_ != cudaSuccess) {                                                                               \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));    \
-            exit(3);                                                                                           \
-        }                                                                                                      \
-    } while (0)
 
 extern keel_device_t *bo_dev;
 extern keel_stream_t *bo_ks; /* Keel's side: the device's default stream */

@@ -28,35 +28,11 @@
 #include <cublas_v2.h>
 #include "keel.h"
 
-#include "bench/bench_util.h"
+#include "bench/bench_cuda.h"
 #include "keel/ops.h"
 
 #define TARGET 0.5
 
-#define CHECK(call)                                                                                  \
-    do {                                                                                             \
-        keel_status_t s_ = (call);                                                                   \
-        if (s_ != KEEL_OK) {                                                                         \
-            fprintf(stderr, "%s failed: %s (%s)\n", #call, keel_status_name(s_), keel_last_error()); \
-            exit(1);                                                                                 \
-        }                                                                                            \
-    } while (0)
-#define CK_CUDA(call)                                                            \
-    do {                                                                         \
-        cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess) {                                                 \
-            fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));   \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
-#define CK_BLAS(call)                                                            \
-    do {                                                                         \
-        cublasStatus_t b_ = (call);                                              \
-        if (b_ != CUBLAS_STATUS_SUCCESS) {                                       \
-            fprintf(stderr, "%s failed: %s\n", #call, cublasGetStatusString(b_)); \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
 
 static keel_device_t *dev;
 static keel_stream_t *ks;

@@ -38,14 +38,6 @@
 #include <cblas.h>
 #endif
 
-#define CHECK(call)                                                                                  \
-    do {                                                                                             \
-        keel_status_t s_ = (call);                                                                   \
-        if (s_ != KEEL_OK) {                                                                         \
-            fprintf(stderr, "%s failed: %s (%s)\n", #call, keel_status_name(s_), keel_last_error()); \
-            exit(3);                                                                                 \
-        }                                                                                            \
-    } while (0)
 
 static keel_stream_t *stream;
 static double min_seconds = 0.2;
