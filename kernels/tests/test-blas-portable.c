@@ -15,6 +15,7 @@
 #include "tests/fixture.h"
 #include "keel/ops.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/tests/gemm_ref.h"
 
 #define EXPECT(cond, ...)                  \
     do {                                   \
@@ -108,17 +109,6 @@ static double ceps(keel_dtype_t dt)
     return dt == KEEL_F64 ? 0x1p-52 : 0x1p-23;
 }
 
-static size_t at_(keel_layout_t layout, size_t ld, size_t i, size_t j)
-{
-    return layout == KEEL_ROW_MAJOR ? i * ld + j : i + j * ld;
-}
-
-static size_t extent(keel_layout_t layout, size_t r, size_t c, size_t ld)
-{
-    if (!r || !c)
-        return 0;
-    return layout == KEEL_ROW_MAJOR ? (r - 1) * ld + c : (c - 1) * ld + r;
-}
 
 /* ---- which BLAS runs ---- */
 
@@ -168,7 +158,7 @@ static void run_gemm(keel_device_t *dev, types_t ty, keel_layout_t layout, int t
     size_t lda = (row ? ac : ar) + c->pad, ldb = (row ? bc : br) + c->pad, ldc = (row ? n : m) + c->pad;
     lda = lda ? lda : 1;
     ldb = ldb ? ldb : 1;
-    size_t ea = extent(layout, ar, ac, lda), eb = extent(layout, br, bc, ldb), ec = extent(layout, m, n, ldc);
+    size_t ea = gemm_ref_extent(layout, ar, ac, lda), eb = gemm_ref_extent(layout, br, bc, ldb), ec = gemm_ref_extent(layout, m, n, ldc);
     size_t sa = c->stride_a_zero ? 0 : ea + 4, sb = eb + 8, sc = ec + 3;
     size_t na = (batch - 1) * sa + ea, nb = (batch - 1) * sb + eb, nc = (batch - 1) * sc + ec;
     double *va = rand_vals(ty.in, na), *vb = rand_vals(ty.in, nb), *vc = rand_vals(ty.out, nc);
@@ -198,15 +188,9 @@ static void run_gemm(keel_device_t *dev, types_t ty, keel_layout_t layout, int t
         const double *A = va + bi * sa, *B = vb + bi * sb, *C0 = vc + bi * sc;
         for (size_t i = 0; i < m; i++)
             for (size_t j = 0; j < n; j++) {
-                double acc = 0, mag = 0;
-                for (size_t l = 0; l < k; l++) {
-                    double x = ta ? A[at_(layout, lda, l, i)] : A[at_(layout, lda, i, l)];
-                    double y = tb ? B[at_(layout, ldb, j, l)] : B[at_(layout, ldb, l, j)];
-                    acc += x * y;
-                    mag += fabs(x * y);
-                }
-                size_t e = bi * sc + at_(layout, ldc, i, j);
-                double cv = C0[at_(layout, ldc, i, j)];
+                double mag, acc = gemm_ref_entry(A, lda, ta, B, ldb, tb, layout, k, i, j, &mag);
+                size_t e = bi * sc + gemm_ref_idx(layout, ldc, i, j);
+                double cv = C0[gemm_ref_idx(layout, ldc, i, j)];
                 double ref = to_dtype(ty.out, c->alpha * acc + (c->beta != 0 ? c->beta * cv : 0));
                 double tol = (2.0 * k + 4) * ceps(ty.in) * fabs(c->alpha) * mag +
                              (c->beta != 0 ? 4 * ceps(ty.out) * fabs(c->beta * cv) : 0) + 2 * ulp_of(ty.out) * fabs(ref);
@@ -325,7 +309,7 @@ KT_DEVICE_TEST(test_gemv)
                            incy = q % 2 ? 2 : 1;
                     lda = lda ? lda : 1;
                     size_t xl = t ? m : n, yl = t ? n : m;
-                    size_t na = extent((keel_layout_t)layout, m, n, lda), nx = xl ? (xl - 1) * incx + 1 : 0,
+                    size_t na = gemm_ref_extent((keel_layout_t)layout, m, n, lda), nx = xl ? (xl - 1) * incx + 1 : 0,
                            ny = yl ? (yl - 1) * incy + 1 : 0;
                     double alpha = q % 2 ? 1.0 : -0.5, beta = q % 3 == 1 ? 0.0 : 0.75;
                     double *va = rand_vals(dt, na), *vx = rand_vals(dt, nx), *vy = rand_vals(dt, ny);
@@ -347,8 +331,8 @@ KT_DEVICE_TEST(test_gemv)
                         size_t r = i / incy;
                         double acc = 0, mag = 0;
                         for (size_t l = 0; l < xl; l++) {
-                            double e = t ? va[at_((keel_layout_t)layout, lda, l, r)]
-                                         : va[at_((keel_layout_t)layout, lda, r, l)];
+                            double e = t ? va[gemm_ref_idx((keel_layout_t)layout, lda, l, r)]
+                                         : va[gemm_ref_idx((keel_layout_t)layout, lda, r, l)];
                             acc += e * vx[l * incx];
                             mag += fabs(e * vx[l * incx]);
                         }
@@ -401,7 +385,7 @@ KT_DEVICE_TEST(test_dense)
                                ldx = (lay == KEEL_ROW_MAJOR ? n : kk) + pad, ldy = (lay == KEEL_ROW_MAJOR ? n : m) + pad;
                         ldw = ldw ? ldw : 1;
                         ldx = ldx ? ldx : 1;
-                        size_t nw = extent(lay, wr, wc, ldw), nx = extent(lay, kk, n, ldx), ny = extent(lay, m, n, ldy);
+                        size_t nw = gemm_ref_extent(lay, wr, wc, ldw), nx = gemm_ref_extent(lay, kk, n, ldx), ny = gemm_ref_extent(lay, m, n, ldy);
                         int with_bias = (act + q) % 3 != 0;
                         double *vw = rand_vals(dt, nw), *vx = rand_vals(dt, nx), *vb = rand_vals(dt, m),
                                *vy = rand_vals(dt, ny);
@@ -426,16 +410,16 @@ KT_DEVICE_TEST(test_dense)
                             for (size_t j = 0; j < n; j++) {
                                 double acc = 0, mag = 0;
                                 for (size_t l = 0; l < kk; l++) {
-                                    double e = tw ? vw[at_(lay, ldw, l, i)] : vw[at_(lay, ldw, i, l)];
-                                    acc += e * vx[at_(lay, ldx, l, j)];
-                                    mag += fabs(e * vx[at_(lay, ldx, l, j)]);
+                                    double e = tw ? vw[gemm_ref_idx(lay, ldw, l, i)] : vw[gemm_ref_idx(lay, ldw, i, l)];
+                                    acc += e * vx[gemm_ref_idx(lay, ldx, l, j)];
+                                    mag += fabs(e * vx[gemm_ref_idx(lay, ldx, l, j)]);
                                 }
                                 double pre = acc + (with_bias ? vb[i] : 0);
                                 double ref = to_dtype(dt, ref_act((keel_activation_t)act, pre));
                                 /* the activation's slope is at most 1.13 (GELU) */
                                 double tol = 1.13 * ((2.0 * kk + 8) * ceps(dt) * (mag + fabs(pre))) +
                                              2 * ulp_of(dt) * fabs(ref) + (dt == KEEL_F64 ? 0 : 1e-6);
-                                size_t e = at_(lay, ldy, i, j);
+                                size_t e = gemm_ref_idx(lay, ldy, i, j);
                                 written[e] = 1;
                                 EXPECT(fabs(got[e] - ref) <= tol,
                                        "%sdense %s %s tw %d act %d bias %d %zux%zux%zu: Y(%zu,%zu) = %.10g, expected "

@@ -13,6 +13,7 @@
 #include "tests/fixture.h"
 #include "keel/ops.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/tests/gemm_ref.h"
 
 /* Check records every passing assertion (a write to its log file): in the
  * per-element loops, call it only for a failure. */
@@ -709,23 +710,6 @@ KT_DEVICE_TEST(test_layernorm)
 
 /* ======================================================================== */
 
-/* Element (i, j) of a stored matrix. */
-static double at(const double *m, keel_layout_t layout, size_t ld, size_t i, size_t j)
-{
-    return layout == KEEL_ROW_MAJOR ? m[i * ld + j] : m[i + j * ld];
-}
-
-static size_t idx(keel_layout_t layout, size_t ld, size_t i, size_t j)
-{
-    return layout == KEEL_ROW_MAJOR ? i * ld + j : i + j * ld;
-}
-
-static size_t extent(keel_layout_t layout, size_t r, size_t c, size_t ld)
-{
-    if (!r || !c)
-        return 0;
-    return layout == KEEL_ROW_MAJOR ? (r - 1) * ld + c : (c - 1) * ld + r;
-}
 
 typedef struct {
     keel_dtype_t in, out;
@@ -741,7 +725,7 @@ static void run_gemm_case(keel_device_t *dev, gemm_types_t ty, keel_layout_t lay
     size_t lda = (layout == KEEL_ROW_MAJOR ? ac : ar) + pad, ldb = (layout == KEEL_ROW_MAJOR ? bc : br) + 1,
            ldc = (layout == KEEL_ROW_MAJOR ? n : m) + 2;
     if (!lda) lda = 1;
-    size_t ea = extent(layout, ar, ac, lda), eb = extent(layout, br, bc, ldb), ec = extent(layout, m, n, ldc);
+    size_t ea = gemm_ref_extent(layout, ar, ac, lda), eb = gemm_ref_extent(layout, br, bc, ldb), ec = gemm_ref_extent(layout, m, n, ldc);
     size_t sa = ea + 5, sb = eb + 7, sc = ec + 1;
     size_t na = batch > 1 ? (batch - 1) * sa + ea : ea, nb = batch > 1 ? (batch - 1) * sb + eb : eb,
            nc = batch > 1 ? (batch - 1) * sc + ec : ec;
@@ -771,17 +755,11 @@ static void run_gemm_case(keel_device_t *dev, gemm_types_t ty, keel_layout_t lay
         const double *G = got + bi * sc;
         for (size_t i = 0; i < m; i++)
             for (size_t j = 0; j < n; j++) {
-                double acc = 0, mag = 0;
-                for (size_t l = 0; l < k; l++) {
-                    double x = ta ? at(A, layout, lda, l, i) : at(A, layout, lda, i, l);
-                    double y = tb ? at(B, layout, ldb, j, l) : at(B, layout, ldb, l, j);
-                    acc += x * y;
-                    mag += fabs(x * y);
-                }
-                double cv = C0[idx(layout, ldc, i, j)];
+                double mag, acc = gemm_ref_entry(A, lda, ta, B, ldb, tb, layout, k, i, j, &mag);
+                double cv = C0[gemm_ref_idx(layout, ldc, i, j)];
                 double ref = alpha * acc + (beta != 0 ? beta * cv : 0);
                 double tol = (2.0 * k + 4) * prod_eps * fabs(alpha) * mag + (beta != 0 ? 4 * ceps(ty.out) * fabs(beta * cv) : 0);
-                double g = G[idx(layout, ldc, i, j)];
+                double g = G[gemm_ref_idx(layout, ldc, i, j)];
                 ref = to_dtype(ty.out, ref);
                 EXPECT(fabs(g - ref) <= tol + 2 * ulp_of(ty.out) * fabs(ref),
                               "%sgemm %s->%s compute %d %s ta %d tb %d m %zu n %zu k %zu batch %zu: C[%zu](%zu,%zu) = "
@@ -968,7 +946,7 @@ KT_DEVICE_TEST(test_gemv)
                     size_t m = shapes[k][0], n = shapes[k][1], lda = (layout == KEEL_ROW_MAJOR ? n : m) + 3;
                     size_t incx = k & 1 ? 2 : 1, incy = k & 1 ? 1 : 3;
                     size_t xl = t ? m : n, yl = t ? n : m;
-                    size_t na = extent(layout, m, n, lda), nx = xl ? (xl - 1) * incx + 1 : 0,
+                    size_t na = gemm_ref_extent(layout, m, n, lda), nx = xl ? (xl - 1) * incx + 1 : 0,
                            ny = yl ? (yl - 1) * incy + 1 : 0;
                     double *va = rand_vals(dt, na, 1.0), *vx = rand_vals(dt, nx, 1.0), *vy = rand_vals(dt, ny, 1.0);
                     double alpha = 0.5, beta = k == 1 ? 0.0 : -1.5;
@@ -980,7 +958,7 @@ KT_DEVICE_TEST(test_gemv)
                     for (size_t i = 0; i < yl; i++) {
                         double acc = 0, mag = 0;
                         for (size_t l = 0; l < xl; l++) {
-                            double e = t ? at(va, layout, lda, l, i) : at(va, layout, lda, i, l);
+                            double e = t ? gemm_ref_at(va, layout, lda, l, i) : gemm_ref_at(va, layout, lda, i, l);
                             acc += e * vx[l * incx];
                             mag += fabs(e * vx[l * incx]);
                         }
@@ -1030,8 +1008,8 @@ KT_DEVICE_TEST(test_dense)
                         size_t ldw = (layout == KEEL_ROW_MAJOR ? wc : wr) + 1, ldx = (layout == KEEL_ROW_MAJOR ? n : kk) + 2,
                                ldy = (layout == KEEL_ROW_MAJOR ? n : m) + (k & 1);
                         if (!ldx) ldx = 1;
-                        size_t nw = extent(layout, wr, wc, ldw), nx = extent(layout, kk, n, ldx),
-                               ny = extent(layout, m, n, ldy);
+                        size_t nw = gemm_ref_extent(layout, wr, wc, ldw), nx = gemm_ref_extent(layout, kk, n, ldx),
+                               ny = gemm_ref_extent(layout, m, n, ldy);
                         int with_bias = (act + k) % 2 == 0;
                         double *vw = rand_vals(dt, nw, 1.0), *vx = rand_vals(dt, nx, 1.0), *vb = rand_vals(dt, m, 1.0);
                         void *w = upload(dev, dt, vw, nw), *x = upload(dev, dt, vx, nx), *b = upload(dev, dt, vb, m),
@@ -1051,9 +1029,9 @@ KT_DEVICE_TEST(test_dense)
                             for (size_t j = 0; j < n; j++) {
                                 double acc = 0, mag = 0;
                                 for (size_t l = 0; l < kk; l++) {
-                                    double e = tw ? at(vw, layout, ldw, l, i) : at(vw, layout, ldw, i, l);
-                                    acc += e * at(vx, layout, ldx, l, j);
-                                    mag += fabs(e * at(vx, layout, ldx, l, j));
+                                    double e = tw ? gemm_ref_at(vw, layout, ldw, l, i) : gemm_ref_at(vw, layout, ldw, i, l);
+                                    acc += e * gemm_ref_at(vx, layout, ldx, l, j);
+                                    mag += fabs(e * gemm_ref_at(vx, layout, ldx, l, j));
                                 }
                                 double pre = acc + (with_bias ? vb[i] : 0);
                                 double ref = to_dtype(dt, ref_act(act, pre));
@@ -1067,7 +1045,7 @@ KT_DEVICE_TEST(test_dense)
                                 /* fused GPU epilogues may evaluate tanh-GELU with a fast tanh */
                                 if (act == KEEL_ACT_GELU && dt != KEEL_F64)
                                     tol += 2e-4 * (fabs(pre) + 1e-3);
-                                double g = got[idx(layout, ldy, i, j)];
+                                double g = got[gemm_ref_idx(layout, ldy, i, j)];
                                 EXPECT(fabs(g - ref) <= tol,
                                               "%sdense %s %s tw %d act %d bias %d %zux%zux%zu: Y(%zu,%zu) = %.10g, "
                                               "expected %.10g (seed %lu)",
