@@ -53,7 +53,8 @@ keel_status_t keel_env_var_get(int index, const char **name, const char **descri
         d = env_vars[index].description;
     } else {
         (void)keel_init();
-        if (index < 0 || keel__plugin_env_get(index - (int)CORE_COUNT, &n, &d) != 0)
+        const char *alias;
+        if (index < 0 || keel__plugin_env_get(index - (int)CORE_COUNT, &n, &d, &alias) != 0)
             return keel__set_error(KEEL_ERROR_OUT_OF_RANGE, "keel_env_var_get: index %d is not in [0, %d)", index,
                                    (int)CORE_COUNT + keel__plugin_env_count());
     }
@@ -66,12 +67,12 @@ keel_status_t keel_env_var_get(int index, const char **name, const char **descri
 
 keel_status_t keel_env_var_value(int index, const char **value, const char **set_by)
 {
-    const char *name = NULL, *alias = "";
+    const char *name = NULL, *desc, *alias = "";
     keel_status_t st = keel_env_var_get(index, &name, NULL);
     if (st != KEEL_OK)
         return keel__prefix_error(st, "keel_env_var_value");
     if ((size_t)index >= CORE_COUNT)
-        (void)keel__plugin_env_alias(index - (int)CORE_COUNT, &alias);
+        (void)keel__plugin_env_get(index - (int)CORE_COUNT, &name, &desc, &alias);
     const char *from = name, *v = getenv(name);
     const char *old = alias[0] && (!v || !v[0]) ? getenv(alias) : NULL;
     if (old && old[0]) { /* an empty name gives way to a set alias, as the plugin reads it */

@@ -502,9 +502,9 @@ KEEL_HIDDEN void keel__env_decl_values(const keel_env_decl_t *d, char *buf, size
 KEEL_HIDDEN void keel__env_decl_describe(const keel_env_decl_t *d, const char *backend, char *buf, size_t cap);
 /* The variables of the loaded plugins' tables, after the core's (runtime/loader.c). */
 KEEL_HIDDEN int keel__plugin_env_count(void);
-KEEL_HIDDEN int keel__plugin_env_get(int index, const char **name, const char **description);
-/* The alias of the plugin variable at index, "" when it has none; -1 past the last one. */
-KEEL_HIDDEN int keel__plugin_env_alias(int index, const char **alias);
+/* The plugin variable at index: its name, description and older alias
+ * ("" when it has none); -1 past the last one. */
+KEEL_HIDDEN int keel__plugin_env_get(int index, const char **name, const char **description, const char **alias);
 
 /* "device", "pinned host", "managed" or "host" (runtime/memory.c). */
 KEEL_HIDDEN const char *keel__memory_kind_name(keel_memory_kind_t k);

@@ -658,26 +658,14 @@ int keel__plugin_env_count(void)
     return n;
 }
 
-int keel__plugin_env_alias(int index, const char **alias)
-{
-    for (int i = 0; i < nbackends; i++) {
-        struct keel_backend *b = keel__backend_loaded(&backends[i]);
-        if (index < b->env_count) {
-            *alias = b->env_alias[index];
-            return 0;
-        }
-        index -= b->env_count;
-    }
-    return -1;
-}
-
-int keel__plugin_env_get(int index, const char **name, const char **description)
+int keel__plugin_env_get(int index, const char **name, const char **description, const char **alias)
 {
     for (int i = 0; i < nbackends; i++) {
         struct keel_backend *b = keel__backend_loaded(&backends[i]);
         if (index < b->env_count) {
             *name = b->env_name[index];
             *description = b->env_desc[index];
+            *alias = b->env_alias[index];
             return 0;
         }
         index -= b->env_count;
