@@ -256,7 +256,7 @@ void keel__cpu_pool_run(cpu_device_t *dev, size_t n, size_t grain,
         return;
     }
     /* A few chunks per thread evens out blocks of unequal cost. */
-    size_t parts = (size_t)(helpers + 1) * 4;
+    size_t parts = (size_t)(helpers + 1) * 16;
     size_t even = n / parts + (n % parts != 0);
     cpu_job_t job = {.body = body, .arg = arg, .n = n, .grain = even > grain ? even : grain, .linked = 1};
     atomic_init(&job.next, 0);

@@ -12,6 +12,47 @@
 
 #define KEEL_CPU_HIDDEN __attribute__((visibility("hidden")))
 
+/* The hot functions start on a cache line and their loops on a 32-byte
+ * boundary: their speed on small sizes otherwise moves by a third or more
+ * with where unrelated code changes happen to place them (measured on the
+ * 1024-element add: an inner loop that straddles a 32-byte boundary ran at
+ * half speed). */
+#ifdef __clang__
+/* clang has no optimize attribute, and refuses aligned on a function that
+ * target_clones makes several of: the clones (KEEL_CPU_VEC) go without. */
+#define KEEL_CPU_HOT __attribute__((aligned(64)))
+#define KEEL__CPU_HOT_CLONES
+#else
+#define KEEL_CPU_HOT __attribute__((aligned(64), optimize("align-loops=32")))
+#define KEEL__CPU_HOT_CLONES KEEL_CPU_HOT
+#endif
+
+/* The elementwise loops also come in an AVX2 build, picked once at load
+ * time by the CPU (an ifunc) where the compiler and the C library support
+ * it: twice the width of the SSE2 baseline the library is compiled for.
+ * avx2 only, not fma: no multiply-add is contracted, so both builds give
+ * the same bits. Reductions keep one build (a wider vector would change the
+ * order of their sums between machines). Not under ThreadSanitizer: the
+ * ifunc resolvers run before its runtime is set up, and every program
+ * crashed at load.
+ *
+ * The transcendental loops (kernels/cpu/ops_cpu_math.c, KEEL_CPU_VEC_MATH)
+ * add an AVX-512F build: they are bound by the vector math functions they
+ * call, and libmvec's 16-lane forms are up to twice as fast as its 8-lane
+ * ones. Their builds do not give the same bits (libmvec's forms for each
+ * width are different code, and AVX-512F contracts multiply-adds), only
+ * results within the same error bound. */
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) && !defined(__SANITIZE_THREAD__)
+#if __has_attribute(target_clones)
+#define KEEL_CPU_VEC KEEL__CPU_HOT_CLONES __attribute__((target_clones("avx2", "default")))
+#define KEEL_CPU_VEC_MATH KEEL__CPU_HOT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef KEEL_CPU_VEC
+#define KEEL_CPU_VEC KEEL_CPU_HOT
+#define KEEL_CPU_VEC_MATH KEEL_CPU_HOT
+#endif
+
 /* Elements a half-precision loop converts to f32 at a time: small enough for
  * the stack and L1, large enough to amortize the loop around it. */
 #define KEEL_CPU_TILE 512
@@ -196,6 +237,13 @@ static inline void keel__store_f32(keel_dtype_t dt, void *dst, size_t n, const f
             d[i] = keel__f32_to_bf16_v(src[i]);
     }
 }
+
+/* The transcendental elementwise loops (kernels/cpu/ops_cpu_math.c): y[i] =
+ * op(x[i]) for op exp, log, tanh, sigmoid, SiLU or either GELU (any other op
+ * writes nothing); y may be x. The unary operation and the dense layer's
+ * epilogue share them. */
+KEEL_CPU_HIDDEN void keel__cpu_math_f32(keel_unary_op_t op, const float *x, float *y, size_t n);
+KEEL_CPU_HIDDEN void keel__cpu_math_f64(keel_unary_op_t op, const double *x, double *y, size_t n);
 
 /* The BLAS half (kernels/cpu/ops_cpu_blas.c), on OpenBLAS: built only with
  * it (HAVE_OPENBLAS). keel__cpu_blas_name writes "OpenBLAS 0.3.21". */

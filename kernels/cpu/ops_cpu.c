@@ -23,37 +23,8 @@
 #define EXP_T(v) _Generic((v), float: keel__expf, default: exp)(v)
 #define GRAIN KEEL_CPU_GRAIN
 
-/* The hot functions start on a cache line and their loops on a 32-byte
- * boundary: their speed on small sizes otherwise moves by a third or more
- * with where unrelated code changes happen to place them (measured on the
- * 1024-element add: an inner loop that straddles a 32-byte boundary ran at
- * half speed). */
-#ifdef __clang__
-/* clang has no optimize attribute, and refuses aligned on a function that
- * target_clones makes several of: the clones (VEC) go without. */
-#define HOT __attribute__((aligned(64)))
-#define HOT_CLONES
-#else
-#define HOT __attribute__((aligned(64), optimize("align-loops=32")))
-#define HOT_CLONES HOT
-#endif
-
-/* The elementwise loops also come in an AVX2 build, picked once at load
- * time by the CPU (an ifunc) where the compiler and the C library support
- * it: twice the width of the SSE2 baseline the library is compiled for.
- * avx2 only, not fma: no multiply-add is contracted, so both builds give
- * the same bits. Reductions keep one build (a wider vector would change the
- * order of their sums between machines). Not under ThreadSanitizer: the
- * ifunc resolvers run before its runtime is set up, and every program
- * crashed at load. */
-#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) && !defined(__SANITIZE_THREAD__)
-#if __has_attribute(target_clones)
-#define VEC HOT_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-#endif
-#ifndef VEC
-#define VEC HOT
-#endif
+#define HOT KEEL_CPU_HOT
+#define VEC KEEL_CPU_VEC
 
 static size_t rows_grain(size_t cols)
 {
@@ -313,12 +284,13 @@ static keel_status_t cpu_transpose(void *s, keel_dtype_t dt, size_t rows, size_t
 /* unary                                                                     */
 /* ======================================================================== */
 
-/* One definition for float and double: <tgmath.h> picks expf or exp. The
- * switch is outside the loops so each loop is a plain vectorizable one. */
+/* The cheap operations, one definition for float and double (<tgmath.h>
+ * picks sqrtf or sqrt). The switch is outside the loops so each loop is a
+ * plain vectorizable one. The transcendental operations have their own
+ * loops (kernels/cpu/ops_cpu_math.c). */
 #define DEFINE_UNARY(T)                                                                            \
-    static VEC void unary_##T(keel_unary_op_t op, const T *x, T *y, size_t n)  \
+    static VEC void unary_##T(keel_unary_op_t op, const T *x, T *y, size_t n)                     \
     {                                                                                              \
-        const T half = (T)0.5, one = (T)1;                                                         \
         switch (op) {                                                                              \
         case KEEL_UNARY_NEG:                                                                       \
             for (size_t i = 0; i < n; i++)                                                         \
@@ -328,14 +300,6 @@ static keel_status_t cpu_transpose(void *s, keel_dtype_t dt, size_t rows, size_t
             for (size_t i = 0; i < n; i++)                                                         \
                 y[i] = fabs(x[i]);                                                                 \
             break;                                                                                 \
-        case KEEL_UNARY_EXP:                                                                       \
-            for (size_t i = 0; i < n; i++)                                                         \
-                y[i] = EXP_T(x[i]);                                                                \
-            break;                                                                                 \
-        case KEEL_UNARY_LOG:                                                                       \
-            for (size_t i = 0; i < n; i++)                                                         \
-                y[i] = log(x[i]);                                                                  \
-            break;                                                                                 \
         case KEEL_UNARY_SQRT:                                                                      \
             for (size_t i = 0; i < n; i++)                                                         \
                 y[i] = sqrt(x[i]);                                                                 \
@@ -344,31 +308,13 @@ static keel_status_t cpu_transpose(void *s, keel_dtype_t dt, size_t rows, size_t
             for (size_t i = 0; i < n; i++)                                                         \
                 y[i] = x[i] < 0 ? (T)0 : x[i];                                                     \
             break;                                                                                 \
-        case KEEL_UNARY_GELU:                                                                      \
-            for (size_t i = 0; i < n; i++)                                                         \
-                y[i] = half * x[i] * (one + erf(x[i] * (T)0.70710678118654752440));                \
-            break;                                                                                 \
-        case KEEL_UNARY_GELU_TANH: /* x/2 (1 + tanh z) = x sigmoid(2z): one exp, stable at both ends */ \
-            for (size_t i = 0; i < n; i++) {                                                       \
-                T v = x[i];                                                                        \
-                T z2 = (T)1.59576912160573071176 * (v + (T)0.044715 * v * v * v);                  \
-                y[i] = v / (one + EXP_T(-z2));                                                     \
-            }                                                                                      \
-            break;                                                                                 \
-        case KEEL_UNARY_SILU:                                                                      \
-            for (size_t i = 0; i < n; i++)                                                         \
-                y[i] = x[i] / (one + EXP_T(-x[i]));                                                \
-            break;                                                                                 \
-        case KEEL_UNARY_SIGMOID:                                                                   \
-            for (size_t i = 0; i < n; i++)                                                         \
-                y[i] = one / (one + EXP_T(-x[i]));                                                 \
-            break;                                                                                 \
-        case KEEL_UNARY_TANH:                                                                      \
-            for (size_t i = 0; i < n; i++)                                                         \
-                y[i] = tanh(x[i]);                                                                 \
+        default:                                                                                   \
+            keel__cpu_math_##T(op, x, y, n);                                                       \
             break;                                                                                 \
         }                                                                                          \
     }
+#define keel__cpu_math_float keel__cpu_math_f32
+#define keel__cpu_math_double keel__cpu_math_f64
 DEFINE_UNARY(float)
 DEFINE_UNARY(double)
 

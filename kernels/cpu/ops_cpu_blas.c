@@ -316,24 +316,26 @@ typedef struct {
     float *ww, *wx, *wy; /* f32 copies for 16-bit data, owned by one run */
 } dense_run_t;
 
-static inline float act_f(keel_activation_t act, float v)
+/* The unary operation that computes a transcendental activation, or 0 for
+ * none and relu. */
+static keel_unary_op_t act_math(keel_activation_t act)
 {
     switch (act) {
-    case KEEL_ACT_RELU: return v < 0 ? 0.0f : v;
-    case KEEL_ACT_GELU: return 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
-    case KEEL_ACT_GELU_ERF: return 0.5f * v * (1.0f + erff(v * 0.70710678f));
-    default: return v;
+    case KEEL_ACT_GELU_TANH: return KEEL_UNARY_GELU_TANH;
+    case KEEL_ACT_GELU_ERF: return KEEL_UNARY_GELU_ERF;
+    default: return (keel_unary_op_t)0;
     }
 }
 
-static inline double act_d(keel_activation_t act, double v)
+/* One element, as the vector loops compute it (the fallback without
+ * buffers). */
+static inline float act_f(keel_activation_t act, float v)
 {
-    switch (act) {
-    case KEEL_ACT_RELU: return v < 0 ? 0.0 : v;
-    case KEEL_ACT_GELU: return 0.5 * v * (1.0 + tanh(0.79788456080286535588 * (v + 0.044715 * v * v * v)));
-    case KEEL_ACT_GELU_ERF: return 0.5 * v * (1.0 + erf(v * 0.70710678118654752440));
-    default: return v;
-    }
+    if (act == KEEL_ACT_RELU)
+        return v < 0 ? 0.0f : v;
+    if (act_math(act))
+        keel__cpu_math_f32(act_math(act), &v, &v, 1);
+    return v;
 }
 
 /* The epilogue over "lines" of Y: for column-major Y a line is a column
@@ -351,9 +353,11 @@ static void dense_epilogue(void *arg, size_t b, size_t e)
             double *y = (double *)p->y + line * p->ldy;
             const double *bias = p->bias;
             for (size_t i = 0; i < len; i++) {
-                double bv = bias ? bias[col ? i : line] : 0.0;
-                y[i] = act_d(p->act, y[i] + bv);
+                double v = y[i] + (bias ? bias[col ? i : line] : 0.0);
+                y[i] = p->act == KEEL_ACT_RELU && v < 0 ? 0.0 : v;
             }
+            if (act_math(p->act))
+                keel__cpu_math_f64(act_math(p->act), y, y, len);
             continue;
         }
         /* f32 product: in Y itself for f32, in the work buffer (packed) otherwise */
@@ -385,16 +389,10 @@ static void dense_epilogue(void *arg, size_t b, size_t e)
                     o[i] = v < 0 ? 0.0f : v;
                 }
                 break;
-            case KEEL_ACT_GELU: /* x sigmoid(2z), as the unary GELU_TANH */
-                for (size_t i = 0; i < c; i++) {
-                    float v = src[off + i] + bt[i];
-                    float z2 = 1.59576912160573071176f * (v + 0.044715f * v * v * v);
-                    o[i] = v / (1.0f + keel__expf(-z2));
-                }
-                break;
-            default:
+            default: /* the GELUs: the bias, then the unary operation's loop over the tile */
                 for (size_t i = 0; i < c; i++)
-                    o[i] = act_f(p->act, src[off + i] + bt[i]);
+                    o[i] = src[off + i] + bt[i];
+                keel__cpu_math_f32(act_math(p->act), o, o, c);
                 break;
             }
             if (p->dtype != KEEL_F32)

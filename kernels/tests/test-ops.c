@@ -5,9 +5,11 @@
  * on fresh random data; outputs are poisoned first so unwritten elements
  * show. Error paths check the status, the detail and that nothing was
  * written. */
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include "tests/fixture.h"
@@ -343,6 +345,105 @@ KT_DEVICE_TEST(test_unary)
             KT_OK(keel_free(y));
         }
 }
+
+/* The transcendental operations (exp, log, tanh, sigmoid, SiLU, both GELUs)
+ * in f32 and f64 over the whole range their vector math functions handle:
+ * fresh random values of every magnitude from 2^-30 to 2^30 of either sign
+ * (so log sees negatives, exp overflows and underflows through the
+ * subnormals), with NaN, both infinities, both zeros, the largest finite
+ * values and the edges of exp's range among them. Against the float64 (long
+ * double for f64) reference: NaN where it is NaN, equal infinities, and
+ * within 4 ulps of the result, plus for the GELUs and SiLU, whose result
+ * falls toward 0 on the negative side by cancellation in the formula, an
+ * absolute 2 ulps of |x|; for those and sigmoid, results below |x| times
+ * the smallest normal number may come out as 0. The largest error seen, in ulps of the result, is
+ * printed. */
+static long double ref_math(keel_unary_op_t op, long double x)
+{
+    switch (op) {
+    case KEEL_UNARY_EXP: return expl(x);
+    case KEEL_UNARY_LOG: return logl(x);
+    case KEEL_UNARY_TANH: return tanhl(x);
+    case KEEL_UNARY_SIGMOID: return 1 / (1 + expl(-x));
+    case KEEL_UNARY_SILU: return x / (1 + expl(-x));
+    case KEEL_UNARY_GELU_ERF: return 0.5L * x * (1 + erfl(x / sqrtl(2.0L)));
+    case KEEL_UNARY_GELU_TANH: return x / (1 + expl(-2 * sqrtl(2 / 3.14159265358979323846264338327950288L) *
+                                                   (x + 0.044715L * x * x * x)));
+    default: return NAN;
+    }
+}
+
+KT_DEVICE_TEST(test_unary_math_range)
+{
+    keel_stream_t *s = stream_of(dev);
+    const keel_unary_op_t ops[] = {KEEL_UNARY_EXP,     KEEL_UNARY_LOG,  KEEL_UNARY_TANH,     KEEL_UNARY_SIGMOID,
+                                   KEEL_UNARY_SILU,    KEEL_UNARY_GELU_ERF, KEEL_UNARY_GELU_TANH};
+    const keel_dtype_t dts[] = {KEEL_F32, KEEL_F64};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (int d = 0; d < 2; d++) {
+            keel_dtype_t dt = dts[d];
+            const int f32 = dt == KEEL_F32;
+            const size_t n = 50021;
+            double *v = malloc(n * sizeof(double));
+            for (size_t i = 0; i < n; i++) { /* sign * 2^[-30, 30) * [1, 2) */
+                double m = ldexp(1.0 + 0.5 * (urand() + 1.0), (int)floor(30.0 * urand()));
+                v[i] = to_dtype(dt, urand() < 0 ? -m : m);
+            }
+            /* near exp's edges too: |x| in [80, 110) for f32, [700, 760) for f64 */
+            for (size_t i = 4; i < n; i += 7)
+                v[i] = to_dtype(dt, (urand() < 0 ? -1 : 1) * (f32 ? 95.0 + 15.0 * urand() : 730.0 + 30.0 * urand()));
+            const double special[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0,
+                                      f32 ? FLT_MAX : DBL_MAX, f32 ? -FLT_MAX : -DBL_MAX,
+                                      f32 ? FLT_TRUE_MIN : DBL_TRUE_MIN, f32 ? 88.72283935546875 : 709.782712893384,
+                                      f32 ? -103.972084045410 : -745.1332191019411, -1.0, 1.0, -20.0, -40.0};
+            for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+                v[i * 97] = to_dtype(dt, special[i]);
+            void *x = upload(dev, dt, v, n), *y = poisoned(dev, n * keel_dtype_size(dt));
+            KT_OK(keel_unary(s, ops[o], dt, n, x, y));
+            double *got = download(dev, dt, y, n);
+            const double u = f32 ? 0x1p-24 : 0x1p-53, tiny = f32 ? FLT_TRUE_MIN : DBL_TRUE_MIN;
+            const int cancels = ops[o] == KEEL_UNARY_SILU || ops[o] == KEEL_UNARY_GELU_ERF ||
+                                ops[o] == KEEL_UNARY_GELU_TANH;
+            double worst = 0;
+            size_t bad = 0;
+            for (size_t i = 0; i < n; i++) {
+                long double rl = ref_math(ops[o], (long double)v[i]);
+                double r = f32 ? (double)(float)rl : (double)rl, g = got[i];
+                int ok;
+                if (isnan(r))
+                    ok = isnan(g);
+                else if (isinf(r))
+                    ok = g == r;
+                else if (isnan(g) || isinf(g))
+                    ok = 0;
+                else {
+                    double err = fabs(g - (double)rl), rel = 4 * 2 * u * fabs(r), abs_tol = 2 * tiny;
+                    if (cancels)
+                        abs_tol += 2 * 2 * u * fabs(v[i]);
+                    /* a / (1 + exp(-t)) once exp(-t) overflows: 0 for results
+                     * below |a| times the smallest normal */
+                    if (ops[o] != KEEL_UNARY_EXP && ops[o] != KEEL_UNARY_LOG && ops[o] != KEEL_UNARY_TANH)
+                        abs_tol += (f32 ? FLT_MIN : DBL_MIN) * fmax(1.0, fabs(v[i]));
+                    ok = err <= rel + abs_tol;
+                    /* the error in ulps where the relative bound is the one that holds */
+                    if (abs_tol < rel && fabs(r) >= (f32 ? FLT_MIN : DBL_MIN))
+                        worst = fmax(worst, err / (2 * u * fabs(r)));
+                }
+                if (!ok && bad++ < 5)
+                    EXPECT(0, "%sunary op %d %s: x = %.17g gave %.17g, expected %.17g (seed %lu)", kt_where(),
+                           (int)ops[o], keel_dtype_name(dt), v[i], g, r, kt_seed());
+            }
+            EXPECT(bad == 0, "%sunary op %d %s: %zu of %zu elements out of tolerance", kt_where(), (int)ops[o],
+                   keel_dtype_name(dt), bad, n);
+            printf("%sunary op %d %s: max error %.2f ulp (seed %lu)\n", kt_where(), (int)ops[o],
+                   keel_dtype_name(dt), worst, kt_seed());
+            free(v);
+            free(got);
+            KT_OK(keel_free(x));
+            KT_OK(keel_free(y));
+        }
+}
+
 
 static double ref_binary(keel_binary_op_t op, double u, double v)
 {
@@ -1749,6 +1850,7 @@ static Suite *ops_suite(void)
     kt_add_device_test(tc, test_cast);
     kt_add_device_test(tc, test_copy_transpose);
     kt_add_device_test(tc, test_unary);
+    kt_add_device_test(tc, test_unary_math_range);
     kt_add_device_test(tc, test_binary);
     kt_add_device_test(tc, test_binary_vec);
     suite_add_tcase(s, tc);

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/* The transcendental elementwise loops of the CPU backend: exp, log, tanh,
+ * sigmoid, SiLU and the two GELUs, in f32 and f64, for the unary operation
+ * and the dense layer's epilogue.
+ *
+ * With glibc's vector math library (libmvec; configure's HAVE_LIBMVEC_LOOPS)
+ * the math functions are declared here with GCC's simd attribute, which
+ * tells the vectorizer that the C library has SIMD forms of them
+ * (_ZGVdN8v_tanhf and so on, glibc 2.35 and later): each loop then calls one
+ * vector function per 4, 8 or 16 elements. <math.h> declares the same only
+ * under -ffast-math, which would also let the compiler assume away NaN and
+ * infinity in the code around the calls; declared here, the loops keep IEEE
+ * semantics and the functions keep their own handling of special values
+ * (NaN in, NaN out; exp overflows to Inf and underflows through the
+ * subnormals to 0; log of a negative is NaN, of 0 is -Inf). Each loop comes
+ * in an SSE2, an AVX2 and an AVX-512F build picked at load time
+ * (KEEL_CPU_VEC_MATH), which call libmvec's 4-, 8- and 16-lane forms.
+ *
+ * Without libmvec (another C library, clang, or configure --without-libmvec)
+ * the f32 exp-based operations use keel__expf, which vectorizes, and the
+ * rest call libm once per element.
+ *
+ * Sigmoid, SiLU and the tanh GELU are a * sigmoid(t) with one exponential,
+ * e = exp(-|t|): a / (1 + e) for t >= 0, a e / (1 + e) below, so both tails
+ * keep their relative accuracy (no 1 - tanh cancellation, no overflow of
+ * exp(-t)). The erf GELU is x/2 (1 + erf(x / sqrt 2)) as PyTorch computes
+ * it: below x = -3 its absolute error stays within |x| 2^-24, while its
+ * relative error grows as the result falls toward 0. */
+#include "config.h"
+#include <math.h>
+#include "kernels/cpu/cpu_ops.h"
+
+#if defined(HAVE_LIBMVEC_LOOPS) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__FAST_MATH__) && defined(__GLIBC_PREREQ)
+#if __GLIBC_PREREQ(2, 35)
+#define SIMD_DECL __attribute__((simd("notinbranch")))
+SIMD_DECL float expf(float);
+SIMD_DECL float logf(float);
+SIMD_DECL float tanhf(float);
+SIMD_DECL float erff(float);
+SIMD_DECL double exp(double);
+SIMD_DECL double log(double);
+SIMD_DECL double tanh(double);
+SIMD_DECL double erf(double);
+#define MATH_EXPF expf
+#endif
+#endif
+#ifndef MATH_EXPF
+#define MATH_EXPF keel__expf
+#endif
+
+/* a sigmoid(t), with e = exp(-|t|) already computed. */
+#define SIG_MUL(T, a, t, e) (((t) >= 0 ? (a) : (a) * (e)) / ((T)1 + (e)))
+
+/* One loop per operation, the switch outside them, so that each is a
+ * plain loop the compiler vectorizes. */
+#define DEFINE_MATH(T, EXP, LOG, TANH, ERF, ABS)                                                 \
+    static KEEL_CPU_VEC_MATH void math_##T(keel_unary_op_t op, const T *x, T *y, size_t n)      \
+    {                                                                                            \
+        switch (op) {                                                                            \
+        case KEEL_UNARY_EXP:                                                                     \
+            for (size_t i = 0; i < n; i++)                                                       \
+                y[i] = EXP(x[i]);                                                                \
+            break;                                                                               \
+        case KEEL_UNARY_LOG:                                                                     \
+            for (size_t i = 0; i < n; i++)                                                       \
+                y[i] = LOG(x[i]);                                                                \
+            break;                                                                               \
+        case KEEL_UNARY_TANH:                                                                    \
+            for (size_t i = 0; i < n; i++)                                                       \
+                y[i] = TANH(x[i]);                                                               \
+            break;                                                                               \
+        case KEEL_UNARY_SIGMOID:                                                                 \
+            for (size_t i = 0; i < n; i++) {                                                     \
+                T v = x[i], e = EXP(-ABS(v));                                                    \
+                y[i] = SIG_MUL(T, (T)1, v, e);                                                   \
+            }                                                                                    \
+            break;                                                                               \
+        case KEEL_UNARY_SILU:                                                                    \
+            for (size_t i = 0; i < n; i++) {                                                     \
+                T v = x[i], e = EXP(-ABS(v));                                                    \
+                y[i] = SIG_MUL(T, v, v, e);                                                      \
+            }                                                                                    \
+            break;                                                                               \
+        case KEEL_UNARY_GELU_TANH: /* x/2 (1 + tanh z) = x sigmoid(2z) */                        \
+            for (size_t i = 0; i < n; i++) {                                                     \
+                T v = x[i];                                                                      \
+                T z2 = (T)1.59576912160573071176 * (v + (T)0.044715 * v * v * v);                \
+                T e = EXP(-ABS(z2));                                                             \
+                y[i] = SIG_MUL(T, v, z2, e);                                                     \
+            }                                                                                    \
+            break;                                                                               \
+        case KEEL_UNARY_GELU_ERF:                                                                \
+            for (size_t i = 0; i < n; i++)                                                       \
+                y[i] = (T)0.5 * x[i] * ((T)1 + ERF(x[i] * (T)0.70710678118654752440));           \
+            break;                                                                               \
+        default: break;                                                                          \
+        }                                                                                        \
+    }
+DEFINE_MATH(float, MATH_EXPF, logf, tanhf, erff, fabsf)
+DEFINE_MATH(double, exp, log, tanh, erf, fabs)
+
+void keel__cpu_math_f32(keel_unary_op_t op, const float *x, float *y, size_t n)
+{
+    math_float(op, x, y, n);
+}
+
+void keel__cpu_math_f64(keel_unary_op_t op, const double *x, double *y, size_t n)
+{
+    math_double(op, x, y, n);
+}
