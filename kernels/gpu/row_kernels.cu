@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 // Row operations of the built-in operations: softmax, log-softmax and
-// layer norm along the rows of a 2-D array. Aligned rows of up to 65536
-// packs take the register-resident kernels (launch_rows_fast); the rest the
-// general kernels, which keep a row in shared memory when it fits.
+// layer norm along the rows of a 2-D array. Aligned long rows of half types
+// take the streamed kernels (row_streamed.cuh, CUDA), aligned rows of up to
+// 32768 packs the register-resident kernels (launch_rows_fast); the rest
+// the general kernels, which keep a row in shared memory when it fits.
 #include "kernels/gpu/gpu_common.cuh"
 #include "kernels/gpu/row_stats.cuh"
 #include "kernels/gpu/row_resident.cuh"
+#include "kernels/gpu/row_streamed.cuh"
 
 namespace {
 
@@ -369,6 +371,12 @@ cudaError_t launch_softmax(cudaStream_t s, size_t rows, size_t cols, const void 
     const T *px = (const T *)x;
     T *py = (T *)y;
     bool done;
+#ifndef KEEL_GPU_HIP
+    cudaError_t streamed =
+        launch_rows_streamed<T, false>(s, rows, cols, px, ldx, NULL, NULL, 0.0, lg, py, ldy, &done);
+    if (done)
+        return streamed;
+#endif
     cudaError_t fast = launch_rows_fast<T, false>(s, rows, cols, px, ldx, NULL, NULL, 0.0, lg, py, ldy, &done);
     if (done)
         return fast;
@@ -425,6 +433,11 @@ cudaError_t launch_layernorm(cudaStream_t s, size_t rows, size_t cols, const voi
     const T *px = (const T *)x, *pg = (const T *)gm, *pb = (const T *)bt;
     T *py = (T *)y;
     bool done;
+#ifndef KEEL_GPU_HIP
+    cudaError_t streamed = launch_rows_streamed<T, true>(s, rows, cols, px, ldx, pg, pb, eps, 0, py, ldy, &done);
+    if (done)
+        return streamed;
+#endif
     cudaError_t fast = launch_rows_fast<T, true>(s, rows, cols, px, ldx, pg, pb, eps, 0, py, ldy, &done);
     if (done)
         return fast;

@@ -37,6 +37,30 @@ template <typename T> __device__ inline typename Num<T>::C row_exp(typename Num<
     return c_exp(v);
 }
 
+// exp(x - m) for a softmax of storage type T. Half types: 2^(x log2 e -
+// m log2 e), one fused multiply-add and the hardware's base-2 exponential
+// (m log2 e is the same for a whole row); the others exp of the difference.
+// x = -inf gives 0 for any m below +inf; m = -inf is left to the callers.
+template <typename T> __device__ inline typename Num<T>::C row_exp_shift(typename Num<T>::C x, typename Num<T>::C m)
+{
+#if !defined(KEEL_GPU_HIP)
+    if (sizeof(T) < sizeof(float)) {
+        const float l2e = 1.4426950408889634f;
+        float t = fmaf((float)x, l2e, -(float)m * l2e), r;
+        asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(t));
+        return r;
+    }
+#endif
+    return row_exp<T>(x - m);
+}
+
+// The larger of a and b by the fast maximum, which passes NaN over. The
+// softmax kernels take a thread's max with it and look for NaN only where
+// that max is -inf: any other NaN reaches the row's sum through its
+// exponential.
+template <typename C> __device__ inline C c_fmax(C a, C b) { return fmax(a, b); }
+template <> __device__ inline float c_fmax<float>(float a, float b) { return fmaxf(a, b); }
+
 // Welford triples (count, mean, sum of squared deviations), merged by
 // Chan's formula.
 template <typename C> struct WF {

@@ -710,7 +710,7 @@ KT_DEVICE_TEST(test_softmax)
     /* short rows (several rows per warp on GPUs, with 4 to 32 lanes per
      * row, and row counts that leave a warp's last rows empty), cached and
      * uncached long ones; contiguous rows (16-byte paths) and odd strides */
-    const size_t shapes[][2] = {{1, 1}, {3, 7}, {9, 128}, {33, 24}, {7, 256}, {5, 1024}, {64, 1000}, {5, 5000}, {2, 70000}};
+    const size_t shapes[][2] = {{1, 1}, {3, 7}, {9, 128}, {33, 24}, {7, 256}, {5, 1024}, {64, 1000}, {5, 5000}, {4, 70000}};
     const size_t nshapes = sizeof shapes / sizeof shapes[0];
     for (int lg = 0; lg <= 1; lg++)
         for (int d = 0; d < NDT; d++)
@@ -724,6 +724,14 @@ KT_DEVICE_TEST(test_softmax)
                     v[0 * ldx + 1] = -INFINITY; /* exp(-inf) = 0 */
                     v[1 * ldx + 2] = NAN;       /* the whole row becomes NaN */
                 }
+                if (r > 3 && c > 3)
+                    for (size_t j = 0; j < c; j++) {
+                        /* row 2: -inf but for a NaN and one number far from it, so that some
+                         * lane or thread holds only -inf and NaN: still all NaN; row 3: -inf
+                         * but for one number, which gets all the weight */
+                        v[2 * ldx + j] = j == 0 ? NAN : j == c - 1 ? 1.5 : -INFINITY;
+                        v[3 * ldx + j] = j == c / 2 ? -2.0 : -INFINITY;
+                    }
                 void *x = upload(dev, dt, v, nx), *y = poisoned(dev, ny * keel_dtype_size(dt));
                 KT_OK(keel_softmax_rows(s, dt, r, c, x, ldx, y, ldy, lg));
                 double *got = download(dev, dt, y, ny), *ref = malloc(ny * sizeof(double));

@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: MIT */
+// Long rows streamed through shared memory (CUDA, sm_80 and up; clusters
+// from sm_90), included by row_kernels.cu after row_resident.cuh.
+//
+// A block (or a thread block cluster, one slice of the row per block) owns
+// a row at a time. Each thread copies its packs of the row into its own
+// slots of shared memory with asynchronous copies, moves them into
+// registers, and at once starts the copies of its packs of the block's next
+// row into the same slots: while the block reduces the row, waits for its
+// cluster and writes the output, the next row is already on its way. The
+// register-resident block kernel instead issues a row's loads only after
+// the previous row is written, and with a cluster every block waits for the
+// slowest one with nothing in flight. Each thread reads only the slots it
+// copied itself, so the copies need no block barrier.
+#ifndef KEEL_KERNELS_GPU_ROW_STREAMED_CUH
+#define KEEL_KERNELS_GPU_ROW_STREAMED_CUH
+
+#if !defined(KEEL_GPU_HIP)
+#include <cuda_pipeline_primitives.h>
+#include "kernels/gpu/row_resident.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define KEEL_GPU_STREAM_CODE 1
+#else
+#define KEEL_GPU_STREAM_CODE 0
+#endif
+
+namespace {
+
+// The statistics of a thread's values v (compute type), exactly: two passes
+// (max then sum of exponentials; mean then squared deviations). keep:
+// v becomes exp(x - m) of the thread's own max m, for the output pass.
+template <typename T, bool LN, int PPT, int N>
+__device__ inline RowStat<typename Num<T>::C> vals_stat(typename Num<T>::C (&v)[PPT][N], int cnt, bool keep)
+{
+    typedef typename Num<T>::C C;
+    if (cnt == 0)
+        return stat_identity<C, LN>();
+    if (LN) {
+        C s = 0;
+#pragma unroll
+        for (int i = 0; i < PPT; i++)
+            if (i < cnt)
+#pragma unroll
+                for (int k = 0; k < N; k++)
+                    s += v[i][k];
+        C n = (C)(cnt * N), mean = s / n, q = 0;
+#pragma unroll
+        for (int i = 0; i < PPT; i++)
+            if (i < cnt)
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    C d = v[i][k] - mean;
+                    q += d * d;
+                }
+        return RowStat<C>{n, mean, q};
+    }
+    C m = (C)-INFINITY;
+#pragma unroll
+    for (int i = 0; i < PPT; i++)
+        if (i < cnt)
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                m = c_fmax(m, v[i][k]);
+    if (m == (C)-INFINITY) // all -inf, NaN or none: NaN if one is NaN
+#pragma unroll
+        for (int i = 0; i < PPT; i++)
+            if (i < cnt)
+#pragma unroll
+                for (int k = 0; k < N; k++)
+                    if (v[i][k] != v[i][k])
+                        m = (C)NAN;
+    bool none = m == (C)-INFINITY;
+    C s = 0;
+#pragma unroll
+    for (int i = 0; i < PPT; i++)
+        if (i < cnt)
+#pragma unroll
+            for (int k = 0; k < N; k++) {
+                C e = none ? (C)0 : row_exp_shift<T>(v[i][k], m);
+                s += e;
+                if (keep)
+                    v[i][k] = e;
+            }
+    return RowStat<C>{m, s, (C)0};
+}
+
+template <typename T, bool LN, int PPT>
+__global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
+    rows_stream_kernel(const T *__restrict__ x, size_t ldx, const T *__restrict__ gamma, const T *__restrict__ beta,
+                       double eps, int lg, T *__restrict__ y, size_t ldy, size_t rows, size_t cols, int cl)
+{
+#if KEEL_GPU_STREAM_CODE
+    typedef typename Num<T>::C C;
+    constexpr int N = Pack<T>::N;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    Pack<T> *slots = reinterpret_cast<Pack<T> *>(smem_raw); // thread t owns t + i * blockDim.x
+    __shared__ RowStat<C> warp_stat[ROW_BLOCK_MAX / 32];
+    __shared__ RowStat<C> block_stat[2]; // by row parity: one cluster barrier per row
+    size_t np = cols / N;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    int rank = 0, par = 0;
+#if KEEL_GPU_CLUSTER_CODE
+    namespace cg = cooperative_groups;
+    if (cl > 1)
+        rank = (int)cg::this_cluster().block_rank();
+#else
+    if (cl > 1)
+        return; // the launcher asks for clusters only where the device has them
+#endif
+    size_t first = (size_t)rank * blockDim.x * PPT + threadIdx.x, step = gridDim.x / cl;
+    size_t r = blockIdx.x / cl;
+    auto fetch = [&](size_t row) {
+        const Pack<T> *xr = reinterpret_cast<const Pack<T> *>(x + row * ldx);
+#pragma unroll
+        for (int i = 0; i < PPT; i++) {
+            size_t p = first + (size_t)i * blockDim.x;
+            if (p < np)
+                __pipeline_memcpy_async(&slots[threadIdx.x + i * blockDim.x], &xr[p], sizeof(Pack<T>));
+        }
+        __pipeline_commit();
+    };
+    if (r < rows)
+        fetch(r);
+    bool keep = !LN && !lg;
+    for (; r < rows; r += step) {
+        __pipeline_wait_prior(0);
+        C v[PPT][N];
+        int cnt = 0;
+#pragma unroll
+        for (int i = 0; i < PPT; i++) {
+            size_t p = first + (size_t)i * blockDim.x;
+            if (p < np) {
+                Pack<T> pk = slots[threadIdx.x + i * blockDim.x];
+#pragma unroll
+                for (int k = 0; k < N; k++)
+                    v[i][k] = Num<T>::ld(pk.v[k]);
+                cnt = i + 1;
+            }
+        }
+        if (r + step < rows)
+            fetch(r + step);
+        RowStat<C> own = vals_stat<T, LN, PPT, N>(v, cnt, keep);
+        RowStat<C> t = group_stat<C, LN, 32>(own);
+        __syncthreads(); // warp_stat may still be read for the previous row
+        if (lane == 0)
+            warp_stat[w] = t;
+        __syncthreads();
+        t = group_stat<C, LN, 32>(lane < nw ? warp_stat[lane] : stat_identity<C, LN>());
+#if KEEL_GPU_CLUSTER_CODE
+        if (cl > 1) {
+            // This row's slot is written again two rows later, after the
+            // next row's barrier, which no block passes before it has read
+            // this row's slots.
+            cg::cluster_group cluster = cg::this_cluster();
+            if (threadIdx.x == 0)
+                block_stat[par] = t;
+            cluster.sync();
+            t = *cluster.map_shared_rank(&block_stat[par], 0);
+            for (int b = 1; b < cl; b++)
+                t = stat_merge<C, LN>(t, *cluster.map_shared_rank(&block_stat[par], b));
+            par ^= 1;
+        }
+#endif
+        RowNorm<C> q = row_norm<C, LN>(t, cols, eps, lg);
+        C kf = keep && !q.bad ? c_exp(own.a - t.a) * q.scale : (C)0;
+        T *yr = y + r * ldy;
+#pragma unroll
+        for (int i = 0; i < PPT; i++)
+            if (i < cnt)
+                row_out<T, LN>(yr, first + (size_t)i * blockDim.x, v[i], q, lg, gamma, beta, keep, kf);
+    }
+#if KEEL_GPU_CLUSTER_CODE
+    if (cl > 1)
+        cg::this_cluster().sync(); // no block exits while another may still read its slots
+#endif
+#endif
+}
+
+// The streamed kernel for a row of np packs over cl blocks (cluster when cl
+// > 1, up to 16: past 8 the device must allow a non-portable size).
+template <typename T, bool LN, int PPT>
+cudaError_t launch_stream(cudaStream_t s, size_t rows, size_t cols, const T *x, size_t ldx, const T *gm, const T *bt,
+                          double eps, int lg, T *y, size_t ldy, int cl)
+{
+    size_t np = cols / Pack<T>::N;
+    size_t per_block = (np + cl - 1) / cl;
+    unsigned threads = (unsigned)(((per_block + PPT - 1) / PPT + 31) / 32 * 32);
+    if (threads > ROW_BLOCK_MAX)
+        return cudaErrorInvalidValue;
+    size_t smem = (size_t)threads * PPT * sizeof(Pack<T>);
+    auto kernel = rows_stream_kernel<T, LN, PPT>;
+    static bool attr_set[8];
+    int dev = 0;
+    cudaGetDevice(&dev);
+    if (dev < 0 || dev >= 8 || !attr_set[dev]) {
+        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)((size_t)ROW_BLOCK_MAX * PPT * sizeof(Pack<T>)));
+        if (e != cudaSuccess)
+            return e;
+        // clusters past 8 blocks, where the device has them (else refused at launch)
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
+            cudaGetLastError();
+        if (dev >= 0 && dev < 8)
+            attr_set[dev] = true;
+    }
+    static OccupancyCache occ;
+    size_t groups = (size_t)occupancy_groups(kernel, threads, smem, cl, occ);
+    if (groups == 0)
+        return cudaErrorInvalidConfiguration;
+    if (groups > rows)
+        groups = rows;
+    if (cl == 1) {
+        kernel<<<(unsigned)groups, threads, smem, s>>>(x, ldx, gm, bt, eps, lg, y, ldy, rows, cols, 1);
+        return cudaGetLastError();
+    }
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)cl;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)(groups * cl));
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, x, ldx, gm, bt, eps, lg, y, ldy, rows, cols, cl);
+}
+
+// Whether the device runs asynchronous copies (compute capability 8.0 and
+// up; cached per device).
+inline bool async_copy_ok()
+{
+    static int cached[64];
+    int dev = 0;
+    cudaGetDevice(&dev);
+    if (dev < 0 || dev >= 64)
+        return false;
+    if (cached[dev] == 0) {
+        int major = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+            major = 0;
+        cached[dev] = major >= 8 ? 1 : -1;
+    }
+    return cached[dev] > 0;
+}
+
+// Half types: softmax over rows of 257 to 16384 aligned packs (2k to 128k
+// values), and layer norm over rows past one block's 2048 packs (16k
+// values), take the streamed kernel, which also keeps each value (or
+// exponential) in float so the output pass converts and exponentiates
+// nothing again. Measured on the H200 against the register-resident block
+// kernels, fraction of copy bandwidth: bf16 softmax 4096 to 16384 columns
+// 0.62-0.68 -> 0.81-0.88, 65536 columns 0.45 -> 0.66; bf16 layer norm
+// 32768 to 131072 columns 0.42-0.64 -> 0.50-0.71 (from 4096 to 16384
+// columns the block kernel is as fast). *done says whether it was launched.
+template <typename T, bool LN>
+cudaError_t launch_rows_streamed(cudaStream_t s, size_t rows, size_t cols, const T *x, size_t ldx, const T *gm,
+                                 const T *bt, double eps, int lg, T *y, size_t ldy, bool *done)
+{
+    constexpr int P = 4;
+    constexpr size_t per_block = (size_t)ROW_BLOCK_MAX * P;
+    *done = false;
+    size_t np = cols / Pack<T>::N;
+    if (sizeof(T) >= sizeof(float) || rows == 0 || !row_vec_ok<T>(cols, ldx, ldy, x, y) || (gm && !aligned16(gm)) ||
+        (bt && !aligned16(bt)) || np <= (LN ? per_block : 256) || np > 8 * per_block || !async_copy_ok())
+        return cudaSuccess;
+    int cl = np <= per_block ? 1 : np <= 2 * per_block ? 2 : np <= 4 * per_block ? 4 : 8;
+    if (cl > 1 && !cluster_launch_ok())
+        return cudaSuccess;
+    cudaError_t e = launch_stream<T, LN, P>(s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy, cl);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); // cannot be placed: the other kernels instead
+        return cudaSuccess;
+    }
+    *done = true;
+    return e;
+}
+
+} // namespace
+
+#endif // !KEEL_GPU_HIP
+#endif // KEEL_KERNELS_GPU_ROW_STREAMED_CUH
