@@ -77,67 +77,6 @@ template <typename C, bool LN, int G> __device__ inline RowStat<C> group_reduce(
     return v;
 }
 
-// The statistics of the first cnt packs of v, exactly: two passes over
-// registers (max then sum of exponentials; mean then squared deviations).
-// keep (softmax where T is its own compute type): v is overwritten with
-// exp(x - m) of the thread's own max m, so the output pass needs no second
-// exponential per element.
-template <typename T, bool LN, int PPT>
-__device__ inline RowStat<typename Num<T>::C> local_stat(Pack<T> (&v)[PPT], int cnt, bool keep)
-{
-    typedef typename Num<T>::C C;
-    constexpr int N = Pack<T>::N;
-    if (LN) {
-        C s = 0;
-#pragma unroll
-        for (int i = 0; i < PPT; i++)
-            if (i < cnt)
-#pragma unroll
-                for (int k = 0; k < N; k++)
-                    s += Num<T>::ld(v[i].v[k]);
-        if (cnt == 0)
-            return RowStat<C>{(C)0, (C)0, (C)0};
-        C n = (C)(cnt * N), mean = s / n, q = 0;
-#pragma unroll
-        for (int i = 0; i < PPT; i++)
-            if (i < cnt)
-#pragma unroll
-                for (int k = 0; k < N; k++) {
-                    C d = Num<T>::ld(v[i].v[k]) - mean;
-                    q += d * d;
-                }
-        return RowStat<C>{n, mean, q};
-    }
-    C m = (C)-INFINITY;
-#pragma unroll
-    for (int i = 0; i < PPT; i++)
-        if (i < cnt)
-#pragma unroll
-            for (int k = 0; k < N; k++)
-                m = c_fmax(m, Num<T>::ld(v[i].v[k]));
-    if (m == (C)-INFINITY) // all -inf, NaN or none: NaN if one is NaN
-#pragma unroll
-        for (int i = 0; i < PPT; i++)
-            if (i < cnt)
-#pragma unroll
-                for (int k = 0; k < N; k++)
-                    if (Num<T>::ld(v[i].v[k]) != Num<T>::ld(v[i].v[k]))
-                        m = (C)NAN;
-    C s = 0;
-    bool none = m == (C)-INFINITY; // every value -inf (or none): all exponentials are 0
-#pragma unroll
-    for (int i = 0; i < PPT; i++)
-        if (i < cnt)
-#pragma unroll
-            for (int k = 0; k < N; k++) {
-                C e = none ? (C)0 : row_exp_shift<T>(Num<T>::ld(v[i].v[k]), m);
-                s += e;
-                if (keep)
-                    v[i].v[k] = Num<T>::st(e);
-            }
-    return RowStat<C>{m, s, (C)0};
-}
-
 // What the output pass needs, from a row's merged statistics.
 template <typename C> struct RowNorm {
     C shift, scale, lse;
@@ -165,20 +104,6 @@ template <typename T> __device__ inline Pack<T> load_pack(const T *row, size_t p
 template <typename T> __device__ inline void store_pack(T *row, size_t p, const Pack<T> &pk)
 {
     reinterpret_cast<Pack<T> *>(row)[p] = pk;
-}
-
-// A pack's values in the compute type.
-template <typename T> struct PackValues {
-    typename Num<T>::C v[Pack<T>::N];
-};
-
-template <typename T> __device__ inline PackValues<T> values(const Pack<T> &pk)
-{
-    PackValues<T> c;
-#pragma unroll
-    for (int k = 0; k < Pack<T>::N; k++)
-        c.v[k] = Num<T>::ld(pk.v[k]);
-    return c;
 }
 
 // y's pack p from the pack's values v (compute type).
@@ -353,6 +278,64 @@ __global__ void __launch_bounds__(GROUP_THREADS)
     }
 }
 
+// The statistics of a thread's values v (compute type), exactly: two passes
+// (max then sum of exponentials; mean then squared deviations). keep:
+// v becomes exp(x - m) of the thread's own max m, for the output pass.
+template <typename T, bool LN, int PPT, int N>
+__device__ inline RowStat<typename Num<T>::C> vals_stat(typename Num<T>::C (&v)[PPT][N], int cnt, bool keep)
+{
+    typedef typename Num<T>::C C;
+    if (cnt == 0)
+        return stat_identity<C, LN>();
+    if (LN) {
+        C s = 0;
+#pragma unroll
+        for (int i = 0; i < PPT; i++)
+            if (i < cnt)
+#pragma unroll
+                for (int k = 0; k < N; k++)
+                    s += v[i][k];
+        C n = (C)(cnt * N), mean = s / n, q = 0;
+#pragma unroll
+        for (int i = 0; i < PPT; i++)
+            if (i < cnt)
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    C d = v[i][k] - mean;
+                    q += d * d;
+                }
+        return RowStat<C>{n, mean, q};
+    }
+    C m = (C)-INFINITY;
+#pragma unroll
+    for (int i = 0; i < PPT; i++)
+        if (i < cnt)
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                m = c_fmax(m, v[i][k]);
+    if (m == (C)-INFINITY) // all -inf, NaN or none: NaN if one is NaN
+#pragma unroll
+        for (int i = 0; i < PPT; i++)
+            if (i < cnt)
+#pragma unroll
+                for (int k = 0; k < N; k++)
+                    if (v[i][k] != v[i][k])
+                        m = (C)NAN;
+    bool none = m == (C)-INFINITY;
+    C s = 0;
+#pragma unroll
+    for (int i = 0; i < PPT; i++)
+        if (i < cnt)
+#pragma unroll
+            for (int k = 0; k < N; k++) {
+                C e = none ? (C)0 : row_exp_shift<T>(v[i][k], m);
+                s += e;
+                if (keep)
+                    v[i][k] = e;
+            }
+    return RowStat<C>{m, s, (C)0};
+}
+
 // One block per row, or with a cluster launch of CL blocks, one cluster per
 // row (block rank b holds packs [b * blockDim.x * PPT, (b + 1) * ...)).
 constexpr int ROW_BLOCK_MAX = 512;
@@ -384,18 +367,26 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
     size_t first = (size_t)rank * blockDim.x * PPT + threadIdx.x;
     for (size_t r = blockIdx.x / cl; r < rows; r += gridDim.x / cl) {
         const T *xr = x + r * ldx;
-        Pack<T> v[PPT];
+        // Each value converted once (half types), exponentials kept in the
+        // compute type: the output pass converts and exponentiates nothing
+        // again (bf16 layer norm was bound by the integer pipe's
+        // conversions, three per value).
+        constexpr int N = Pack<T>::N;
+        C v[PPT][N];
         int cnt = 0;
 #pragma unroll
         for (int i = 0; i < PPT; i++) {
             size_t p = first + (size_t)i * blockDim.x;
             if (p < np) {
-                v[i] = load_pack(xr, p);
+                Pack<T> pk = load_pack(xr, p);
+#pragma unroll
+                for (int k = 0; k < N; k++)
+                    v[i][k] = Num<T>::ld(pk.v[k]);
                 cnt = i + 1;
             }
         }
-        bool keep = !LN && !lg && sizeof(T) == sizeof(C);
-        RowStat<C> own = local_stat<T, LN, PPT>(v, cnt, keep);
+        bool keep = !LN && !lg;
+        RowStat<C> own = vals_stat<T, LN, PPT, N>(v, cnt, keep);
         RowStat<C> t = group_stat<C, LN, 32>(own);
         __syncthreads(); // warp_stat and block_stat may still be read for the previous row
         if (lane == 0)
@@ -424,7 +415,7 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
 #pragma unroll
         for (int i = 0; i < PPT; i++)
             if (i < cnt)
-                row_out<T, LN>(yr, first + (size_t)i * blockDim.x, values(v[i]).v, q, lg, gamma, beta, keep, kf);
+                row_out<T, LN>(yr, first + (size_t)i * blockDim.x, v[i], q, lg, gamma, beta, keep, kf);
     }
 #if KEEL_GPU_CLUSTER_CODE
     if (cl > 1)

@@ -27,64 +27,6 @@
 
 namespace {
 
-// The statistics of a thread's values v (compute type), exactly: two passes
-// (max then sum of exponentials; mean then squared deviations). keep:
-// v becomes exp(x - m) of the thread's own max m, for the output pass.
-template <typename T, bool LN, int PPT, int N>
-__device__ inline RowStat<typename Num<T>::C> vals_stat(typename Num<T>::C (&v)[PPT][N], int cnt, bool keep)
-{
-    typedef typename Num<T>::C C;
-    if (cnt == 0)
-        return stat_identity<C, LN>();
-    if (LN) {
-        C s = 0;
-#pragma unroll
-        for (int i = 0; i < PPT; i++)
-            if (i < cnt)
-#pragma unroll
-                for (int k = 0; k < N; k++)
-                    s += v[i][k];
-        C n = (C)(cnt * N), mean = s / n, q = 0;
-#pragma unroll
-        for (int i = 0; i < PPT; i++)
-            if (i < cnt)
-#pragma unroll
-                for (int k = 0; k < N; k++) {
-                    C d = v[i][k] - mean;
-                    q += d * d;
-                }
-        return RowStat<C>{n, mean, q};
-    }
-    C m = (C)-INFINITY;
-#pragma unroll
-    for (int i = 0; i < PPT; i++)
-        if (i < cnt)
-#pragma unroll
-            for (int k = 0; k < N; k++)
-                m = c_fmax(m, v[i][k]);
-    if (m == (C)-INFINITY) // all -inf, NaN or none: NaN if one is NaN
-#pragma unroll
-        for (int i = 0; i < PPT; i++)
-            if (i < cnt)
-#pragma unroll
-                for (int k = 0; k < N; k++)
-                    if (v[i][k] != v[i][k])
-                        m = (C)NAN;
-    bool none = m == (C)-INFINITY;
-    C s = 0;
-#pragma unroll
-    for (int i = 0; i < PPT; i++)
-        if (i < cnt)
-#pragma unroll
-            for (int k = 0; k < N; k++) {
-                C e = none ? (C)0 : row_exp_shift<T>(v[i][k], m);
-                s += e;
-                if (keep)
-                    v[i][k] = e;
-            }
-    return RowStat<C>{m, s, (C)0};
-}
-
 template <typename T, bool LN, int PPT>
 __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
     rows_stream_kernel(const T *__restrict__ x, size_t ldx, const T *__restrict__ gamma, const T *__restrict__ beta,
