@@ -121,6 +121,7 @@ struct keel_kernel {
     const struct keel__ksig *sig;
     struct keel__ksig *own_sig;
     unsigned block_size[3];       /* keel_block_size(x, y, z) of the source, or zeros */
+    uint64_t pointer_params;      /* bit i: parameter i is declared a pointer (sig's types) */
 };
 
 struct keel_module {
