@@ -117,6 +117,16 @@ keel_status_t keel__module_forget(struct keel_module *module, int backend)
     return st;
 }
 
+/* The parameters sig declares pointers (a '*' or '[' in the type). */
+static uint64_t pointer_params(const keel__ksig_t *sig)
+{
+    uint64_t mask = 0;
+    for (unsigned i = 0; i < sig->nparams && i < 64; i++)
+        if (sig->params[i].size == sizeof(void *) && strpbrk(sig->params[i].type, "*["))
+            mask |= UINT64_C(1) << i;
+    return mask;
+}
+
 keel_status_t keel_module_get_kernel(keel_module_t *module, const char *name, keel_kernel_t **kernel)
 {
     MODULE(module, "keel_module_get_kernel");
@@ -154,8 +164,10 @@ keel_status_t keel_module_get_kernel(keel_module_t *module, const char *name, ke
     k->ctx = ctx;
     k->module = module;
     k->sig = module->sigs ? keel__ksource_find(module->sigs, name) : NULL;
-    if (k->sig)
+    if (k->sig) {
         memcpy(k->block_size, k->sig->block_size, sizeof k->block_size);
+        k->pointer_params = pointer_params(k->sig);
+    }
     module->kernels[module->nkernels++] = k;
     *kernel = k;
     goto out;
@@ -268,6 +280,35 @@ static keel_status_t past_limits(const struct keel_device *dev, keel_dim3_t grid
                            dev->max_grid[1], dev->max_grid[2]);
 }
 
+/* A pointer argument of a kernel whose parameter types are known that is
+ * no live allocation but a freed block or an unloaded module's variable:
+ * the kernel would run on memory given back. Live pointers are found in
+ * the thread's cache; others (host memory, NULL) take one registry look. */
+static keel_status_t stale_argument(const struct keel_kernel *k, void **args)
+{
+    for (uint64_t m = k->pointer_params; m; m &= m - 1) {
+        unsigned i = (unsigned)__builtin_ctzll(m);
+        const void *p = NULL;
+        if (args[i])
+            memcpy(&p, args[i], sizeof p);
+        keel__alloc_t a;
+        if (!p || keel__registry_lookup(p) || keel__registry_classify(p, 0, &a) != KEEL__PTR_FREED)
+            continue;
+        const keel__kparam_t *prm = &k->sig->params[i];
+        const char *where = a.base == (uintptr_t)p ? "is" : "is inside";
+        if (a.foreign == KEEL__FOREIGN_MODULE)
+            return keel__set_error(KEEL_ERROR_INVALID_POINTER,
+                                   "keel_launch_kernel: kernel %s: argument %u (%s %s) %p %s the variable of %zu bytes "
+                                   "at %p of a module on %s, which keel_module_unload unloaded", k->name, i + 1,
+                                   prm->type, prm->name, p, where, a.size, (void *)a.base, a.device->name);
+        return keel__set_error(KEEL_ERROR_INVALID_POINTER,
+                               "keel_launch_kernel: kernel %s: argument %u (%s %s) %p %s the %s block of %zu bytes at "
+                               "%p on %s, which was freed", k->name, i + 1, prm->type, prm->name, p, where,
+                               keel__memory_kind_name(a.kind), a.size, (void *)a.base, a.device->name);
+    }
+    return KEEL_OK;
+}
+
 keel_status_t keel_launch_kernel(keel_kernel_t *kernel, keel_dim3_t grid, keel_dim3_t block, size_t shared_bytes,
                                  keel_stream_t *stream, void **args)
 {
@@ -292,6 +333,11 @@ keel_status_t keel_launch_kernel(keel_kernel_t *kernel, keel_dim3_t grid, keel_d
                        (uint64_t)block.x * block.y * block.z > d->max_threads_per_block || grid.x > d->max_grid[0] ||
                        grid.y > d->max_grid[1] || grid.z > d->max_grid[2]))
         return past_limits(d, grid, block);
+    if (kernel->pointer_params && args) {
+        keel_status_t st = stale_argument(kernel, args);
+        if (st != KEEL_OK)
+            return st;
+    }
     KEEL__FAULT_ENQUEUE("keel_launch_kernel");
     return kernel->device->plugin->kernel->launch(kernel->ctx, grid, block, shared_bytes, stream->ctx, args);
 }

@@ -180,6 +180,151 @@ KT_DEVICE_TEST(globals_feed_a_kernel_within_their_bounds)
     KT_OK(keel_stream_destroy(s));
 }
 
+/* Checks that copies, memsets and frees through the stale pointers of an
+ * unloaded module's counter and coefficients are refused as such. */
+static void check_stale_refused(int *counter, float *coeffs, int which)
+{
+    int got = 12345;
+    float host[NCOEF];
+    kt_fill_random_f32(host, NCOEF);
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(&got, counter, sizeof got));
+    KT_DETAIL_HAS("keel_module_unload unloaded");
+    ck_assert_msg(got == 12345, "%sa refused copy from module %d wrote its destination", kt_where(), which);
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memcpy(coeffs + 3, host, 4 * sizeof(float)));
+    KT_DETAIL_HAS("keel_module_unload unloaded");
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_memset(counter, 0, sizeof(int)));
+    KT_DETAIL_HAS("keel_module_unload unloaded");
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_free(coeffs));
+    KT_DETAIL_HAS("keel_module_unload unloaded");
+}
+
+/* Many more unloads than the core keeps backend modules for: on the CPU
+ * backend every stale pointer stays refused (a GPU driver may keep the
+ * addresses mapped, and then only the last few modules' are guaranteed),
+ * and memory allocated afterwards is never taken for a stale variable. */
+KT_DEVICE_TEST(stale_globals_stay_refused_after_many_unloads)
+{
+    enum { MODULES = 12, HELD = 4, BUFS = 64 };
+    int *counters[MODULES];
+    float *coeffs[MODULES];
+    for (int i = 0; i < MODULES; i++) {
+        keel_module_t *m = build(dev);
+        counters[i] = global_of(m, "counter", sizeof(int));
+        coeffs[i] = global_of(m, "coeffs", NCOEF * sizeof(float));
+        int v = (int)(kt_rand64() % 100000), back = -1;
+        KT_OK(keel_memcpy(counters[i], &v, sizeof v));
+        KT_OK(keel_memcpy(&back, counters[i], sizeof back));
+        ck_assert_msg(back == v, "%smodule %d: counter reads %d after writing %d", kt_where(), i, back, v);
+        KT_OK(keel_module_unload(m));
+    }
+    int guaranteed = kt_is_cpu(dev) ? MODULES : HELD;
+    for (int i = MODULES - guaranteed; i < MODULES; i++)
+        check_stale_refused(counters[i], coeffs[i], i);
+
+    /* A module loaded now works through its own variables. */
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    keel_module_t *fresh = build(dev);
+    run_and_check(dev, fresh, s);
+    KT_OK(keel_module_unload(fresh));
+    KT_OK(keel_stream_destroy(s));
+
+    /* Host memory and allocations made now are copied to and from. */
+    void *bufs[BUFS];
+    void *dbuf = NULL;
+    KT_OK(keel_malloc(dev, 8192, &dbuf));
+    for (int i = 0; i < BUFS; i++) {
+        size_t bytes = (size_t)64 << (i % 8);
+        bufs[i] = malloc(bytes);
+        unsigned char *back = malloc(bytes);
+        ck_assert_ptr_nonnull(bufs[i]);
+        ck_assert_ptr_nonnull(back);
+        kt_fill_random_f32(bufs[i], bytes / sizeof(float));
+        kt_poison(back, bytes);
+        KT_OK(keel_memcpy(dbuf, bufs[i], bytes));
+        KT_OK(keel_memcpy(back, dbuf, bytes));
+        ck_assert_msg(memcmp(back, bufs[i], bytes) == 0, "%sbuffer %d came back different", kt_where(), i);
+        free(back);
+    }
+    for (int i = 0; i < BUFS; i++)
+        free(bufs[i]);
+    KT_OK(keel_free(dbuf));
+    /* Still refused after all that. */
+    for (int i = MODULES - guaranteed; i < MODULES; i++)
+        check_stale_refused(counters[i], coeffs[i], i);
+}
+
+/* A launch of a kernel whose parameter types are known refuses a pointer
+ * argument into a freed block or an unloaded module's variable, naming the
+ * argument, and runs nothing; the same launch with live buffers runs. */
+KT_DEVICE_TEST(launch_refuses_stale_pointer_arguments)
+{
+    enum { SMALL = 1000 };
+    keel_stream_t *s = NULL;
+    KT_OK(keel_stream_create(dev, 0, 0, &s));
+    keel_module_t *gone = build(dev);
+    int *stale_counter = global_of(gone, "counter", sizeof(int));
+    KT_OK(keel_module_unload(gone));
+
+    keel_module_t *m = build(dev);
+    keel_kernel_t *k = NULL;
+    KT_OK(keel_module_get_kernel(m, "poly", &k));
+    float *dx = NULL, *dy = NULL, *freed = NULL;
+    KT_OK(keel_malloc(dev, SMALL * sizeof(float), (void **)&dx));
+    KT_OK(keel_malloc(dev, SMALL * sizeof(float), (void **)&dy));
+    KT_OK(keel_malloc(dev, SMALL * sizeof(float), (void **)&freed));
+    KT_OK(keel_free(freed));
+    float x[SMALL], y[SMALL];
+    kt_fill_random_f32(x, SMALL);
+    KT_OK(keel_memcpy(dx, x, sizeof x));
+    KT_OK(keel_memset(dy, KT_POISON_BYTE, sizeof y));
+    keel_dim3_t grid = {(SMALL + BLOCK - 1) / BLOCK, 1, 1}, block = {BLOCK, 1, 1};
+    int n = SMALL;
+
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, KEEL_LAUNCH(k, grid, block, 0, s, n, (const float *)freed, dy));
+    KT_DETAIL_HAS("argument 2");
+    KT_DETAIL_HAS("x)");
+    KT_DETAIL_HAS("which was freed");
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, KEEL_LAUNCH(k, grid, block, 0, s, n, (const float *)dx, freed + 10));
+    KT_DETAIL_HAS("argument 3");
+    KT_DETAIL_HAS("is inside");
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER,
+            KEEL_LAUNCH(k, grid, block, 0, s, n, (const float *)dx, (float *)(void *)stale_counter));
+    KT_DETAIL_HAS("argument 3");
+    KT_DETAIL_HAS("keel_module_unload unloaded");
+    void *args[] = {&n, &freed, &dy};
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_launch_kernel(k, grid, block, 0, s, args));
+    KT_DETAIL_HAS("argument 2");
+    KT_OK(keel_stream_synchronize(s));
+    unsigned char back[sizeof y];
+    KT_OK(keel_memcpy(back, dy, sizeof back));
+    for (size_t i = 0; i < sizeof back; i++)
+        ck_assert_msg(back[i] == KT_POISON_BYTE, "%sa refused launch wrote y (byte %zu)", kt_where(), i);
+
+    /* The same kernel with live buffers runs and is right. */
+    float *coeffs = global_of(m, "coeffs", NCOEF * sizeof(float));
+    float c[NCOEF];
+    kt_fill_random_f32(c, NCOEF);
+    KT_OK(keel_memcpy(coeffs, c, sizeof c));
+    KT_OK(KEEL_LAUNCH(k, grid, block, 0, s, n, (const float *)dx, dy));
+    KT_OK(keel_stream_synchronize(s));
+    KT_OK(keel_memcpy(y, dy, sizeof y));
+    double ref[SMALL];
+    for (int i = 0; i < SMALL; i++) {
+        double acc = 0.0;
+        for (int j = NCOEF - 1; j >= 0; j--)
+            acc = acc * x[i] + c[j];
+        ref[i] = acc;
+    }
+    long bad = kt_check_f32(y, ref, SMALL, 1e-5, 1e-5);
+    ck_assert_msg(bad < 0, "%sy[%ld] = %g, expected %g", kt_where(), bad, bad < 0 ? 0.0 : (double)y[bad],
+                  bad < 0 ? 0.0 : ref[bad]);
+    KT_OK(keel_free(dx));
+    KT_OK(keel_free(dy));
+    KT_OK(keel_module_unload(m));
+    KT_OK(keel_stream_destroy(s));
+}
+
 /* Writes @p value into the counter of m and reads it back. */
 static void set_counter(keel_module_t *m, int value)
 {
@@ -309,6 +454,8 @@ static Suite *suite(void)
     TCase *tc = kt_tcase_create("module-globals", 120);
     kt_add_device_test(tc, globals_feed_a_kernel_within_their_bounds);
     kt_add_device_test(tc, each_module_has_its_own_globals);
+    kt_add_device_test(tc, stale_globals_stay_refused_after_many_unloads);
+    kt_add_device_test(tc, launch_refuses_stale_pointer_arguments);
     kt_add_device_test(tc, get_global_refuses_bad_input);
     kt_add_device_test(tc, cpu_module_globals_are_its_writable_objects);
     suite_add_tcase(s, tc);

@@ -1,8 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* The Python array API's DLPack protocol: Array.__dlpack__,
- * Array.__dlpack_device__, keel.from_dlpack, and __cuda_array_interface__. */
+ * Array.__dlpack_device__, keel.from_dlpack, and __cuda_array_interface__.
+ * Both capsule kinds: DLPack 1.x's "dltensor_versioned" (with its flags)
+ * and the unversioned "dltensor" of earlier consumers and producers. */
+#include <stdlib.h>
 #include <string.h>
 #include "keelpy.h"
+#include "dlpack_versioned.h"
+
+#define CAPSULE "dltensor"
+#define CAPSULE_VERSIONED "dltensor_versioned"
 
 /* ---- export ---- */
 
@@ -21,9 +28,9 @@ static void export_released(void *user_data)
 /* A capsule nobody consumed still owns its tensor. */
 static void capsule_destructor(PyObject *cap)
 {
-    if (!PyCapsule_IsValid(cap, "dltensor"))
+    if (!PyCapsule_IsValid(cap, CAPSULE))
         return; /* consumed: renamed "used_dltensor" */
-    DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+    DLManagedTensor *m = PyCapsule_GetPointer(cap, CAPSULE);
     if (m && m->deleter)
         m->deleter(m);
 }
@@ -65,7 +72,58 @@ static int order_for_consumer(kp_Array *self, PyObject *stream)
     return st == KEEL_OK ? 0 : kp_raise_int(st);
 }
 
-static PyObject *export_capsule(kp_Array *a)
+/* A versioned tensor over an unversioned one that Keel exported: its
+ * deleter runs the unversioned one's. */
+typedef struct versioned_export {
+    DLManagedTensorVersioned v;
+    DLManagedTensor *m;
+} versioned_export_t;
+
+static void versioned_export_delete(DLManagedTensorVersioned *v)
+{
+    versioned_export_t *e = v->manager_ctx;
+    if (e->m->deleter)
+        e->m->deleter(e->m);
+    free(e);
+}
+
+static void capsule_destructor_versioned(PyObject *cap)
+{
+    if (!PyCapsule_IsValid(cap, CAPSULE_VERSIONED))
+        return; /* consumed: renamed "used_dltensor_versioned" */
+    DLManagedTensorVersioned *v = PyCapsule_GetPointer(cap, CAPSULE_VERSIONED);
+    if (v && v->deleter)
+        v->deleter(v);
+}
+
+/* The capsule of m: versioned (flags as given) or not. Owns m either way. */
+static PyObject *capsule_of(DLManagedTensor *m, int versioned, uint64_t flags)
+{
+    if (!versioned) {
+        PyObject *cap = PyCapsule_New(m, CAPSULE, capsule_destructor);
+        if (!cap)
+            m->deleter(m);
+        return cap;
+    }
+    versioned_export_t *e = calloc(1, sizeof *e);
+    if (!e) {
+        m->deleter(m);
+        return PyErr_NoMemory();
+    }
+    e->v.version.major = KP_DLPACK_MAJOR;
+    e->v.version.minor = KP_DLPACK_MINOR;
+    e->v.manager_ctx = e;
+    e->v.deleter = versioned_export_delete;
+    e->v.flags = flags;
+    e->v.dl_tensor = m->dl_tensor;
+    e->m = m;
+    PyObject *cap = PyCapsule_New(&e->v, CAPSULE_VERSIONED, capsule_destructor_versioned);
+    if (!cap)
+        versioned_export_delete(&e->v);
+    return cap;
+}
+
+static PyObject *export_capsule(kp_Array *a, int versioned, uint64_t flags)
 {
     keel_dlpack_export_params_t p;
     memset(&p, 0, sizeof p);
@@ -83,10 +141,7 @@ static PyObject *export_capsule(kp_Array *a)
         return kp_raise(st);
     Py_INCREF(a); /* dropped by the deleter */
     a->buffer->exports++;
-    PyObject *cap = PyCapsule_New(m, "dltensor", capsule_destructor);
-    if (!cap)
-        m->deleter(m);
-    return cap;
+    return capsule_of(m, versioned, flags);
 }
 
 static kp_Array *copy_of(kp_Array *self);
@@ -99,8 +154,19 @@ PyObject *kp_array_dlpack(kp_Array *self, PyObject *const *args, Py_ssize_t narg
         return PyErr_Format(PyExc_TypeError, "__dlpack__() takes keyword arguments only");
     if (kp_kwargs("__dlpack__", args, nargs, kwnames, names, a) < 0 || kp_buffer_check(self->buffer) < 0)
         return NULL;
-    /* max_version: the capsule is DLPack 0.6's unversioned "dltensor",
-     * which the array API lets a producer give any consumer. */
+    /* max_version: a consumer that reads DLPack 1.x gets a versioned
+     * capsule; one that names no version (or an older one) the unversioned
+     * "dltensor". */
+    int versioned = 0;
+    if (a[1] && a[1] != Py_None) {
+        int major, minor;
+        if (!PyTuple_Check(a[1]))
+            return PyErr_Format(PyExc_TypeError, "__dlpack__: max_version must be a (major, minor) tuple, not %s",
+                                Py_TYPE(a[1])->tp_name);
+        if (!PyArg_ParseTuple(a[1], "ii:max_version", &major, &minor))
+            return NULL;
+        versioned = major >= KP_DLPACK_MAJOR;
+    }
     if (a[2] && a[2] != Py_None) {
         DLDevice mine;
         keel_status_t st = keel_dlpack_device(self->buffer->device->dev, self->buffer->kind, &mine);
@@ -117,11 +183,11 @@ PyObject *kp_array_dlpack(kp_Array *self, PyObject *const *args, Py_ssize_t narg
     if (copy < 0 || order_for_consumer(self, a[0]) < 0)
         return NULL;
     if (!copy)
-        return export_capsule(self);
+        return export_capsule(self, versioned, 0);
     kp_Array *c = copy_of(self);
     if (!c)
         return NULL;
-    PyObject *cap = export_capsule(c);
+    PyObject *cap = export_capsule(c, versioned, DLPACK_FLAG_BITMASK_IS_COPIED);
     Py_DECREF(c);
     return cap;
 }
@@ -236,6 +302,104 @@ static PyObject *copy_host_tensor(kp_Device *d, const DLTensor *t)
     return (PyObject *)a;
 }
 
+/* An unversioned tensor over a versioned one, for keel_dlpack_import: its
+ * deleter runs the producer's. */
+typedef struct versioned_import {
+    DLManagedTensor m;
+    DLManagedTensorVersioned *v;
+} versioned_import_t;
+
+static void versioned_import_delete(DLManagedTensor *m)
+{
+    versioned_import_t *w = m->manager_ctx;
+    if (w->v->deleter)
+        w->v->deleter(w->v);
+    free(w);
+}
+
+/* The producer's tensor in a capsule of either kind. */
+typedef struct capsule_tensor {
+    DLManagedTensor *m;         /* unversioned, or NULL */
+    DLManagedTensorVersioned *v; /* versioned, or NULL */
+    const DLTensor *t;
+} capsule_tensor_t;
+
+/* Reads cap into *ct: 0, or -1 with BufferError. */
+static int capsule_tensor(PyObject *cap, capsule_tensor_t *ct)
+{
+    memset(ct, 0, sizeof *ct);
+    if (PyCapsule_IsValid(cap, CAPSULE_VERSIONED)) {
+        ct->v = PyCapsule_GetPointer(cap, CAPSULE_VERSIONED);
+        if (ct->v->version.major != KP_DLPACK_MAJOR) {
+            PyErr_Format(PyExc_BufferError, "from_dlpack: the tensor is of DLPack %u.%u; Keel reads %d.x",
+                         (unsigned)ct->v->version.major, (unsigned)ct->v->version.minor, KP_DLPACK_MAJOR);
+            return -1;
+        }
+        ct->t = &ct->v->dl_tensor;
+        return 0;
+    }
+    if (PyCapsule_IsValid(cap, CAPSULE)) {
+        ct->m = PyCapsule_GetPointer(cap, CAPSULE);
+        ct->t = &ct->m->dl_tensor;
+        return 0;
+    }
+    PyErr_Clear();
+    PyErr_SetString(PyExc_BufferError,
+                    "from_dlpack: the producer gave no \"dltensor\" or \"dltensor_versioned\" capsule (consumed already?)");
+    return -1;
+}
+
+/* Imports the capsule's tensor for d, consuming the capsule on success.
+ * KEEL_OK; a Keel error (not raised); or -1 with a Python error raised. */
+static int import_tensor(kp_Device *d, PyObject *cap, const capsule_tensor_t *ct, const keel_tensor_t **t,
+                         keel_status_t *st)
+{
+    DLManagedTensor *m = ct->m;
+    versioned_import_t *w = NULL;
+    if (ct->v) {
+        if (!(w = malloc(sizeof *w))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        w->m.dl_tensor = ct->v->dl_tensor;
+        w->m.manager_ctx = w;
+        w->m.deleter = versioned_import_delete;
+        w->v = ct->v;
+        m = &w->m;
+    }
+    *st = keel_dlpack_import(d->dev, m, t);
+    if (*st == KEEL_OK)
+        PyCapsule_SetName(cap, ct->v ? "used_dltensor_versioned" : "used_dltensor");
+    else
+        free(w);
+    return 0;
+}
+
+/* x.__dlpack__(stream=..., max_version=(1, 0)); a producer that refuses
+ * max_version with TypeError (DLPack before 1.0) is asked again without. */
+static PyObject *call_dlpack(PyObject *x, PyObject *stream)
+{
+    PyObject *meth = PyObject_GetAttrString(x, "__dlpack__");
+    PyObject *none = meth ? PyTuple_New(0) : NULL;
+    PyObject *kw = none ? PyDict_New() : NULL, *cap = NULL, *ver = NULL;
+    if (!kw || (stream && PyDict_SetItemString(kw, "stream", stream) < 0) ||
+        !(ver = Py_BuildValue("(ii)", KP_DLPACK_MAJOR, KP_DLPACK_MINOR)) ||
+        PyDict_SetItemString(kw, "max_version", ver) < 0)
+        goto out;
+    cap = PyObject_Call(meth, none, kw);
+    if (!cap && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        if (PyDict_DelItemString(kw, "max_version") == 0)
+            cap = PyObject_Call(meth, none, kw);
+    }
+out:
+    Py_XDECREF(ver);
+    Py_XDECREF(kw);
+    Py_XDECREF(none);
+    Py_XDECREF(meth);
+    return cap;
+}
+
 PyObject *kp_from_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     (void)self;
@@ -251,15 +415,15 @@ PyObject *kp_from_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     kp_Device *d = NULL;
     PyObject *cap = NULL, *r = NULL;
+    capsule_tensor_t ct;
     int src_type = kDLCPU;
     if (PyCapsule_CheckExact(x)) {
         Py_INCREF(x);
         cap = x;
-        DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
-        if (!m)
+        if (capsule_tensor(cap, &ct) < 0)
             goto out;
-        src_type = m->dl_tensor.device.device_type;
-        d = a[1] && a[1] != Py_None ? kp_device_arg(a[1]) : device_for(src_type, m->dl_tensor.device.device_id);
+        src_type = ct.t->device.device_type;
+        d = a[1] && a[1] != Py_None ? kp_device_arg(a[1]) : device_for(src_type, ct.t->device.device_id);
         if (!d)
             goto out;
     } else {
@@ -283,31 +447,30 @@ PyObject *kp_from_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs
             goto out;
         uintptr_t h = 0;
         int device_memory = type == kDLCUDA || type == kDLROCM || type == kDLCUDAManaged;
-        if (device_memory && (d->is_cuda || d->is_hip) && keel_stream_get_native(ks, &h) == KEEL_OK) {
-            PyObject *kw = Py_BuildValue("{s:K}", "stream", (unsigned long long)h);
-            PyObject *meth = kw ? PyObject_GetAttrString(x, "__dlpack__") : NULL;
-            PyObject *none = meth ? PyTuple_New(0) : NULL;
-            cap = none ? PyObject_Call(meth, none, kw) : NULL;
-            Py_XDECREF(none);
-            Py_XDECREF(meth);
-            Py_XDECREF(kw);
-        } else {
-            cap = PyObject_CallMethod(x, "__dlpack__", NULL);
-        }
-        if (!cap)
+        PyObject *stream = NULL;
+        if (device_memory && (d->is_cuda || d->is_hip) && keel_stream_get_native(ks, &h) == KEEL_OK &&
+            !(stream = PyLong_FromUnsignedLongLong((unsigned long long)h)))
+            goto out;
+        cap = call_dlpack(x, stream);
+        Py_XDECREF(stream);
+        if (!cap || capsule_tensor(cap, &ct) < 0)
             goto out;
     }
-    DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
-    if (!m) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_BufferError, "from_dlpack: the producer gave no \"dltensor\" capsule (consumed already?)");
-        goto out;
+    /* Keel's arrays are writable: a read-only tensor is copied, never wrapped. */
+    if (ct.v && (ct.v->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
+        if (copy == 0) {
+            PyErr_SetString(PyExc_BufferError, "from_dlpack(copy=False): the tensor is read-only and a Keel array is "
+                                               "writable; pass copy=None or copy=True for a copy");
+            goto out;
+        }
+        copy = 1;
     }
+    const keel_tensor_t *t = NULL;
+    keel_status_t st = KEEL_OK;
     if (copy != 1) {
-        const keel_tensor_t *t = NULL;
-        keel_status_t st = keel_dlpack_import(d->dev, m, &t);
+        if (import_tensor(d, cap, &ct, &t, &st) < 0)
+            goto out;
         if (st == KEEL_OK) {
-            PyCapsule_SetName(cap, "used_dltensor");
             r = wrap_imported(d, t);
             goto out;
         }
@@ -322,16 +485,15 @@ PyObject *kp_from_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     /* A copy: asked for, or host memory for a device that cannot address it. */
     if (src_type == kDLCPU || src_type == kDLCUDAHost || src_type == kDLROCMHost || src_type == kDLCUDAManaged ||
         d->is_cpu) {
-        r = copy_host_tensor(d, &m->dl_tensor);
+        r = copy_host_tensor(d, ct.t);
     } else {
         /* Device memory: import it, then copy on the device. */
-        const keel_tensor_t *t = NULL;
-        keel_status_t st = keel_dlpack_import(d->dev, m, &t);
+        if (import_tensor(d, cap, &ct, &t, &st) < 0)
+            goto out;
         if (st != KEEL_OK) {
             kp_raise(st);
             goto out;
         }
-        PyCapsule_SetName(cap, "used_dltensor");
         PyObject *view = wrap_imported(d, t);
         if (view) {
             r = (PyObject *)copy_of((kp_Array *)view);
