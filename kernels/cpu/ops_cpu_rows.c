@@ -6,8 +6,10 @@
  * themselves are spread over the pool by the caller (kernels/cpu/ops_cpu.c).
  *
  * Sums go through sixteen independent f64 accumulators, added together in a
- * fixed order at the end: the adds do not wait on one another, nothing is
- * reassociated, and every build gives the same sum.
+ * fixed order at the end: the adds do not wait on one another and nothing
+ * is reassociated, so every build gives the same plain sums (the AVX-512
+ * build's sums of squares may differ in the last bits: it contracts them
+ * into multiply-adds).
  *
  * Softmax: the row's max, then exp(x - max) a tile at a time (into y, or a
  * stack tile for log-softmax) with its sum while the tile is in L1, then the
@@ -33,7 +35,9 @@ typedef int64_t v8l __attribute__((vector_size(64)));
 #define INL static inline __attribute__((always_inline))
 /* The helpers below take and return 64-byte vectors; always inlined, they
  * have no calling convention for GCC to warn about. */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 
 /* Eight elements from p, widened to f64. */
 INL v8d ld8_float(const float *p)
