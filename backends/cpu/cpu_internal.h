@@ -61,7 +61,8 @@ typedef struct cpu_job {
     void *arg;
     size_t n, grain;
     atomic_size_t next;     /* first index not yet claimed */
-    int users;              /* pool threads working on it (pool lock) */
+    int joined;             /* helpers that took it up (pool lock) */
+    _Atomic uint64_t left;  /* helpers done with it: the submitting thread spins on it */
     int linked;             /* still in the pool's list (pool lock) */
     struct cpu_job *next_job;
 } cpu_job_t;

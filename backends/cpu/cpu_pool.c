@@ -180,13 +180,17 @@ static void *cpu_helper_main(void *p)
         if (pool->stop && !pool->head)
             break;
         cpu_job_t *job = pool->head;
-        job->users++;
+        job->joined++;
         pthread_mutex_unlock(&pool->lock);
         cpu_job_work(job);
         pthread_mutex_lock(&pool->lock);
         /* Every chunk is claimed: no later helper should pick the job up. */
         cpu_job_unlink_locked(pool, job);
-        if (--job->users == 0)
+        /* The submitting thread may return as soon as left reaches joined,
+         * so the job is read before and not touched after; the release
+         * hands it this thread's results. */
+        uint64_t joined = (uint64_t)job->joined;
+        if (atomic_fetch_add_explicit(&job->left, 1, memory_order_release) + 1 == joined)
             pthread_cond_broadcast(&pool->done_cv);
     }
     pthread_mutex_unlock(&pool->lock);
@@ -255,11 +259,14 @@ void keel__cpu_pool_run(cpu_device_t *dev, size_t n, size_t grain,
         body(arg, 0, n);
         return;
     }
-    /* A few chunks per thread evens out blocks of unequal cost. */
-    size_t parts = (size_t)(helpers + 1) * 16;
+    /* A few chunks per thread even out blocks of unequal cost and a helper
+     * that starts late; more of them only add claims and split the data
+     * further between the threads' caches. */
+    size_t parts = (size_t)(helpers + 1) * 4;
     size_t even = n / parts + (n % parts != 0);
     cpu_job_t job = {.body = body, .arg = arg, .n = n, .grain = even > grain ? even : grain, .linked = 1};
     atomic_init(&job.next, 0);
+    atomic_init(&job.left, 0);
     if (pool->tail)
         pool->tail->next_job = &job;
     else
@@ -272,11 +279,22 @@ void keel__cpu_pool_run(cpu_device_t *dev, size_t n, size_t grain,
 
     cpu_job_work(&job);
 
+    /* Every chunk is claimed; once the job is unlinked no helper takes it
+     * up, and those on it are finishing their last chunks. */
     pthread_mutex_lock(&pool->lock);
     cpu_job_unlink_locked(pool, &job);
-    while (job.users > 0)
-        pthread_cond_wait(&pool->done_cv, &pool->lock);
+    uint64_t joined = (uint64_t)job.joined;
     pthread_mutex_unlock(&pool->lock);
+    /* Sleeping on the condition variable costs a futex wake, tens of
+     * microseconds on a virtual machine, a large part of a loop over a
+     * million elements: spin for the helpers first, briefly. */
+    if (atomic_load_explicit(&job.left, memory_order_acquire) < joined &&
+        !(pool->spin && keel__cpu_spin_reached(&job.left, joined))) {
+        pthread_mutex_lock(&pool->lock);
+        while (atomic_load_explicit(&job.left, memory_order_acquire) < joined)
+            pthread_cond_wait(&pool->done_cv, &pool->lock);
+        pthread_mutex_unlock(&pool->lock);
+    }
 }
 
 void keel__cpu_parallel_for(size_t n, size_t grain, void (*body)(void *arg, size_t begin, size_t end), void *arg)

@@ -860,39 +860,6 @@ typedef struct {
     double eps;
 } rowop_args_t;
 
-/* Softmax of one row: the max (NaN-propagating, so a row holding NaN
- * becomes NaN), then exp(x - max) a tile at a time (written to y, or to a
- * stack tile for log-softmax) with its sum, then the scaling pass. Each
- * loop is a plain one the compiler vectorizes; sums and max go through the
- * lane reductions of keel_reduce. */
-#define DEFINE_SOFTMAX(T)                                                                  \
-    static HOT void softmax_##T(const T *x, T *y, size_t n, int lg) \
-    {                                                                                      \
-        racc_t mx = {0, 0}, sum = {0, 0};                                                  \
-        rseg_##T(KEEL_REDUCE_MAX, x, n, &mx);                                              \
-        const T m = (T)mx.s;                                                               \
-        T t[TILE];                                                                         \
-        for (size_t off = 0; off < n; off += TILE) {                                       \
-            size_t c = n - off < TILE ? n - off : TILE;                                    \
-            T *o = lg ? t : y + off;                                                       \
-            const T *xs = x + off;                                                         \
-            for (size_t j = 0; j < c; j++)                                                 \
-                o[j] = EXP_T(xs[j] - m);                                                   \
-            rseg_##T(KEEL_REDUCE_SUM, o, c, &sum);                                         \
-        }                                                                                  \
-        if (lg) {                                                                          \
-            const T l = (T)log(sum.s) + m;                                                 \
-            for (size_t j = 0; j < n; j++)                                                 \
-                y[j] = x[j] - l;                                                           \
-        } else {                                                                           \
-            const T r = (T)(1.0 / sum.s);                                                  \
-            for (size_t j = 0; j < n; j++)                                                 \
-                y[j] *= r;                                                                 \
-        }                                                                                  \
-    }
-DEFINE_SOFTMAX(float)
-DEFINE_SOFTMAX(double)
-
 /* The 16-bit forms walk the row in f32 tiles, three times, without a buffer
  * the size of the row. */
 static void softmax_half(keel_dtype_t dt, const uint16_t *x, uint16_t *y, size_t n, int lg)
@@ -931,9 +898,11 @@ static void softmax_body(void *arg, size_t b, size_t e)
     const rowop_args_t *a = arg;
     for (size_t i = b; i < e; i++) {
         if (a->dt == KEEL_F32)
-            softmax_float((const float *)a->x + i * a->ldx, (float *)a->y + i * a->ldy, a->cols, a->log);
+            keel__cpu_softmax_row_f32((const float *)a->x + i * a->ldx, (float *)a->y + i * a->ldy, a->cols,
+                                      a->log);
         else if (a->dt == KEEL_F64)
-            softmax_double((const double *)a->x + i * a->ldx, (double *)a->y + i * a->ldy, a->cols, a->log);
+            keel__cpu_softmax_row_f64((const double *)a->x + i * a->ldx, (double *)a->y + i * a->ldy, a->cols,
+                                      a->log);
         else
             softmax_half(a->dt, (const uint16_t *)a->x + i * a->ldx, (uint16_t *)a->y + i * a->ldy, a->cols,
                          a->log);
@@ -953,32 +922,8 @@ static keel_status_t cpu_softmax_rows(void *s, keel_dtype_t dt, size_t rows, siz
     return ENQUEUE(s, softmax_run, a, rows * cols);
 }
 
-/* Layer norm: mean, then the variance around it (two passes, no
- * cancellation), then the write. Statistics in f64. */
-#define DEFINE_LAYERNORM(T)                                                                          \
-    static HOT void layernorm_##T(const T *x, T *y, size_t n, const T *g, const T *bt, double eps) \
-    {                                                                                                \
-        double s = 0;                                                                                \
-        for (size_t j = 0; j < n; j++)                                                               \
-            s += x[j];                                                                               \
-        double mean = s / (double)n, v = 0;                                                          \
-        for (size_t j = 0; j < n; j++) {                                                             \
-            double d = x[j] - mean;                                                                  \
-            v += d * d;                                                                              \
-        }                                                                                            \
-        T rstd = (T)(1.0 / sqrt(v / (double)n + eps)), mu = (T)mean;                                 \
-        for (size_t j = 0; j < n; j++) {                                                             \
-            T o = (x[j] - mu) * rstd;                                                                \
-            if (g)                                                                                   \
-                o *= g[j];                                                                           \
-            if (bt)                                                                                  \
-                o += bt[j];                                                                          \
-            y[j] = o;                                                                                \
-        }                                                                                            \
-    }
-DEFINE_LAYERNORM(float)
-DEFINE_LAYERNORM(double)
-
+/* Layer norm of a 16-bit row, in f32 tiles, as the f32 and f64 rows
+ * (kernels/cpu/ops_cpu_rows.c): mean, variance around it, write. */
 static void layernorm_half(keel_dtype_t dt, const uint16_t *x, uint16_t *y, size_t n, const uint16_t *g,
                            const uint16_t *bt, double eps)
 {
@@ -1024,11 +969,11 @@ static void layernorm_body(void *arg, size_t b, size_t e)
     const rowop_args_t *a = arg;
     for (size_t i = b; i < e; i++) {
         if (a->dt == KEEL_F32)
-            layernorm_float((const float *)a->x + i * a->ldx, (float *)a->y + i * a->ldy, a->cols, a->gamma,
-                            a->beta, a->eps);
+            keel__cpu_layernorm_row_f32((const float *)a->x + i * a->ldx, (float *)a->y + i * a->ldy, a->cols,
+                                        a->gamma, a->beta, a->eps);
         else if (a->dt == KEEL_F64)
-            layernorm_double((const double *)a->x + i * a->ldx, (double *)a->y + i * a->ldy, a->cols, a->gamma,
-                             a->beta, a->eps);
+            keel__cpu_layernorm_row_f64((const double *)a->x + i * a->ldx, (double *)a->y + i * a->ldy, a->cols,
+                                        a->gamma, a->beta, a->eps);
         else
             layernorm_half(a->dt, (const uint16_t *)a->x + i * a->ldx, (uint16_t *)a->y + i * a->ldy, a->cols,
                            a->gamma, a->beta, a->eps);

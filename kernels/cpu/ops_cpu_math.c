@@ -30,24 +30,7 @@
 #include <math.h>
 #include "kernels/cpu/cpu_ops.h"
 
-#if defined(HAVE_LIBMVEC_LOOPS) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__FAST_MATH__) && defined(__GLIBC_PREREQ)
-#if __GLIBC_PREREQ(2, 35)
-#define SIMD_DECL __attribute__((simd("notinbranch")))
-SIMD_DECL float expf(float);
-SIMD_DECL float logf(float);
-SIMD_DECL float tanhf(float);
-SIMD_DECL float erff(float);
-SIMD_DECL double exp(double);
-SIMD_DECL double log(double);
-SIMD_DECL double tanh(double);
-SIMD_DECL double erf(double);
-#define MATH_EXPF expf
-#endif
-#endif
-#ifndef MATH_EXPF
-#define MATH_EXPF keel__expf
-#endif
+#include "kernels/cpu/cpu_mvec.h"
 
 /* a sigmoid(t), with e = exp(-|t|) already computed. */
 #define SIG_MUL(T, a, t, e) (((t) >= 0 ? (a) : (a) * (e)) / ((T)1 + (e)))
