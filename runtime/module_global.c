@@ -174,12 +174,7 @@ static void held_release(held_module_t *h, int unload)
                       keel_status_name(st));
         unloaded = st == KEEL_OK;
     }
-    /* Only the CPU backend's modules are host memory that dlclose unmaps,
-     * with pages free to reserve. A GPU driver's unload gives its address
-     * range back to the driver, which may place later device memory there;
-     * a host reservation over it is not ours to make, so GPU modules'
-     * entries go with their code. */
-    keel__unloaded_seal(h->vars, h->nvars, unloaded && strcmp(h->device->backend->name, "cpu") == 0);
+    keel__unloaded_seal(h->vars, h->nvars, unloaded);
     free(h->vars);
 }
 
