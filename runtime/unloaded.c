@@ -11,10 +11,8 @@
  * where the pages holding the variable could be reserved right away, with
  * an anonymous PROT_NONE mapping placed where nothing is mapped
  * (MAP_FIXED_NOREPLACE). The CPU backend's dlclose unmaps a module, so its
- * variables' pages are free to reserve; a GPU module's addresses go back to
- * its driver, which may place later device memory there, so the caller
- * (module_global.c) asks no reservation for them and their entries are
- * dropped.
+ * variables' pages are free to reserve; a GPU driver that keeps the address
+ * range mapped leaves nothing to reserve, and those entries are dropped.
  * A reservation costs address space and one kernel mapping, not memory;
  * KEEL__UNLOADED_MAX_RUNS bounds how many are made.
  *
