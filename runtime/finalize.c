@@ -159,7 +159,6 @@ int keel__teardown(int mode)
     keel__loader_teardown(backend_kept);
     keel__handle_keep_contents(0);
     keel__registry_reset();
-    keel__unloaded_reset();
     keel__cpu_thread_scratch_free();
     return 0;
 }

@@ -179,19 +179,17 @@ KEEL_HIDDEN keel_status_t keel__module_globals_release(struct keel_module *m);
 /* Forgets m's globals at once, without waiting (keel_finalize has waited). */
 KEEL_HIDDEN void keel__module_globals_drop(struct keel_module *m);
 /* For keel_module_unload, once its device is idle: when m handed out
- * variables, remembers them in the record of unloaded variables and keeps
- * its backend module loaded for a while (at most KEEL__HOLD_MAX_MODULES of
- * them, the oldest unloaded first, its variables' pages then reserved), so
- * that a copy, memset, free or launch through a stale pointer is refused
- * instead of touching memory the unload gave back. Returns 1 when the
- * backend module is held (the caller must not unload it), 0 when the caller
- * unloads it now. */
+ * variables, keeps its backend module loaded for a while (at most
+ * KEEL__HOLD_MAX_MODULES of them, the oldest unloaded first) and remembers
+ * the variables in the record of freed blocks (KEEL__FREED_MODULE), so that
+ * a copy or memset through a stale pointer is refused instead of touching
+ * memory the unload gave back. Returns 1 when the backend module is held
+ * (the caller must not unload it), 0 when the caller unloads it now. */
 #define KEEL__HOLD_MAX_MODULES 4
 KEEL_HIDDEN int keel__module_globals_hold(struct keel_module *m);
 /* Unloads every held backend module whose device passes backend_ok, and
  * forgets the rest (keel_finalize). */
 KEEL_HIDDEN void keel__module_held_teardown(int (*backend_ok)(const struct keel_device *d));
-
 
 /* ---- shared objects mapped as a fresh copy (runtime/image_file.c) ---- */
 #define KEEL__IMAGE_FILE_PASSES 16
@@ -362,14 +360,14 @@ typedef enum keel__ptr_class {
 KEEL_HIDDEN keel__ptr_class_t keel__registry_classify(const void *ptr, size_t bytes, keel__alloc_t *out);
 
 /* The record of recently freed blocks, which keel__registry_classify
- * consults (and, after it, the record of unloaded modules' variables). It
- * remembers KEEL__FREED_SLOTS blocks. A remembered block's
+ * consults. It remembers KEEL__FREED_SLOTS blocks. A remembered block's
  * addresses must not become someone else's host memory meanwhile, or a
  * valid host pointer would be refused as freed; so a block is remembered
  * only while it is still allocated: a block the core keeps for the purpose
  * (held: memory that keel_free frees, not stream-ordered, of at most
  * KEEL__HOLD_MAX_BYTES, at most KEEL__HOLD_MAX_BLOCKS of them), or a block
- * a stream keeps for reuse. Once any block is given back to its backend
+ * a stream keeps for reuse, or a variable of an unloaded module whose code
+ * the core keeps loaded for the purpose. Once any block is given back to its backend
  * its addresses may become host memory: a GPU driver with unified
  * addressing releases device memory's address range too, and the host's
  * allocator maps it again (seen with CUDA on an H200), so a GPU's device
@@ -381,6 +379,8 @@ typedef enum keel__freed_state {
     KEEL__FREED_FORGET = 0,  /* not remembered (any entry of the base is dropped) */
     KEEL__FREED_HELD,        /* still allocated: the core releases it when it is no longer remembered */
     KEEL__FREED_KEPT,        /* kept by a stream for reuse (runtime/reuse.c) */
+    KEEL__FREED_MODULE,      /* a variable of an unloaded module whose backend module is still held
+                                (keel__module_globals_hold); forgotten, not released, to make room */
 } keel__freed_state_t;
 /* Remembers the freed block a in the given state, dropping any entry of
  * the same base (KEEL__FREED_FORGET: only that). Held blocks that stop
@@ -409,27 +409,6 @@ KEEL_HIDDEN int keel__registry_take_any(keel__alloc_t *out);
 /* Empties the registry and the record of freed blocks and frees the
  * registry's own memory; every thread's cached lookups go stale. */
 KEEL_HIDDEN void keel__registry_reset(void);
-/* ---- the record of unloaded modules' variables (runtime/unloaded.c) ----
- * Each entry is a variable keel_module_get_global handed out of a module
- * that is unloaded since (foreign KEEL__FOREIGN_MODULE). An entry is kept
- * while its backend module is still loaded and, after that, only where the
- * variable's pages could be reserved (an anonymous PROT_NONE mapping where
- * nothing was mapped), so its addresses never become anyone else's memory.
- * At most KEEL__UNLOADED_MAX_RUNS reservations are made (each is one kernel
- * mapping); past them, the variables of a module whose backend module goes
- * are forgotten. */
-#define KEEL__UNLOADED_MAX_RUNS 16384
-/* Remembers vars (their backend module still loaded): 0, or -1 out of
- * memory (then none is remembered). */
-KEEL_HIDDEN int keel__unloaded_add(const keel__alloc_t *vars, size_t n);
-/* The backend module of vars is gone (unloaded: 1) or about to be left
- * alone (0): reserves the variables' pages where it can and forgets the
- * entries it cannot keep. */
-KEEL_HIDDEN void keel__unloaded_seal(const keel__alloc_t *vars, size_t n, int unloaded);
-/* The entry overlapping [key, end) with the lowest base, in *out: 1, or 0. */
-KEEL_HIDDEN int keel__unloaded_find(uintptr_t key, uintptr_t end, keel__alloc_t *out);
-/* Forgets every entry and gives the reservations back (keel_finalize). */
-KEEL_HIDDEN void keel__unloaded_reset(void);
 /* ---- stream-ordered block reuse (runtime/reuse.c) ----
  * keel_free_async keeps the block it frees on its stream, one per stream and
  * at most KEEL__REUSE_MAX bytes, and the next keel_malloc_async of the same

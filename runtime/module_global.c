@@ -149,33 +149,36 @@ void keel__module_globals_drop(struct keel_module *m)
 }
 
 /* Backend modules that keel_module_unload keeps loaded for a while, oldest
- * first, with the variables they handed out: the record of unloaded
- * variables (runtime/unloaded.c) keeps them while their memory is still the
- * module's, and after the module's unload where their pages can be
- * reserved. */
+ * first, so that the record of freed blocks may remember their variables
+ * (its entries must name memory that is still allocated: see
+ * KEEL__FREED_SLOTS). Each has the bases of its variables, to forget them
+ * when it is unloaded at last. */
 typedef struct held_module {
     struct keel_device *device;
     void *ctx;
-    keel__alloc_t *vars;
-    size_t nvars;
+    uintptr_t *bases;
+    size_t nbases;
 } held_module_t;
 static held_module_t held[KEEL__HOLD_MAX_MODULES];
 static unsigned nheld;
 static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* With unload, unloads h's backend module; then seals its variables' entries. */
+/* Forgets h's variables and, with unload, unloads its backend module. */
 static void held_release(held_module_t *h, int unload)
 {
-    int unloaded = 0;
+    for (size_t i = 0; i < h->nbases; i++) {
+        keel__alloc_t a = {.base = h->bases[i]}, ev[KEEL__RETIRE_EVICTS];
+        int nev = 0;
+        keel__registry_retire(&a, KEEL__FREED_FORGET, ev, &nev);
+        keel__release_evicted(ev, nev);
+    }
+    free(h->bases);
     if (unload) {
         keel_status_t st = h->device->plugin->kernel->module_unload(h->ctx);
         if (st != KEEL_OK)
             keel__log(KEEL_LOG_WARN, "unloading a module of %s whose variables were remembered: %s", h->device->name,
                       keel_status_name(st));
-        unloaded = st == KEEL_OK;
     }
-    keel__unloaded_seal(h->vars, h->nvars, unloaded);
-    free(h->vars);
 }
 
 int keel__module_globals_hold(struct keel_module *m)
@@ -188,19 +191,18 @@ int keel__module_globals_hold(struct keel_module *m)
         n += m->globals[i].owns_entry;
     if (n == 0)
         return 0;
-    held_module_t h = {.device = d, .ctx = m->ctx, .vars = keel__malloc(n * sizeof(keel__alloc_t))};
-    if (!h.vars)
-        return 0; /* the variables go unremembered */
+    held_module_t h = {.device = d, .ctx = m->ctx, .bases = malloc(n * sizeof(uintptr_t))};
+    if (!h.bases)
+        return 0; /* the variables go unremembered, as any released block */
     for (size_t i = 0; i < m->nglobals; i++) {
-        keel__alloc_t a;
+        keel__alloc_t a, ev[KEEL__RETIRE_EVICTS];
+        int nev = 0;
         if (!m->globals[i].owns_entry || keel__registry_remove(m->globals[i].ptr, &a) != KEEL_OK)
             continue;
         m->globals[i].owns_entry = 0;
-        h.vars[h.nvars++] = a;
-    }
-    if (keel__unloaded_add(h.vars, h.nvars) != 0) {
-        free(h.vars);
-        return 0; /* as above */
+        keel__registry_retire(&a, KEEL__FREED_MODULE, ev, &nev);
+        keel__release_evicted(ev, nev);
+        h.bases[h.nbases++] = a.base;
     }
     held_module_t oldest = {0};
     int full;

@@ -22,10 +22,9 @@
  * recycled through a free list.
  *
  * Beside the live allocations, a small record of recently freed blocks
- * (see internal.h for which blocks it may hold), and the record of unloaded
- * modules' variables (runtime/unloaded.c), let a copy tell a freed pointer
- * from host memory. They are consulted only for a pointer that is in no
- * live allocation, under the same lock as that lookup. */
+ * (see internal.h for which blocks it may hold) lets a copy tell a freed
+ * pointer from host memory. It is consulted only for a pointer that is in
+ * no live allocation, under the same lock as that lookup. */
 #include <search.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -483,8 +482,6 @@ static keel__ptr_class_t explain_locked(uintptr_t key, size_t bytes, keel__alloc
         *out = f->a;
         return KEEL__PTR_FREED;
     }
-    if (keel__unloaded_find(key, key + 1, out))
-        return KEEL__PTR_FREED;
     if (bytes == 0)
         return KEEL__PTR_UNKNOWN;
     /* One search for [key - 1, end): an allocation holding key - 1 ends at
@@ -515,8 +512,6 @@ static keel__ptr_class_t explain_locked(uintptr_t key, size_t bytes, keel__alloc
         *out = f->a;
         return KEEL__PTR_FREED;
     }
-    if (keel__unloaded_find(key, end, out))
-        return KEEL__PTR_FREED;
     return KEEL__PTR_UNKNOWN;
 }
 
