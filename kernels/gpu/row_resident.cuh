@@ -336,6 +336,41 @@ __device__ inline RowStat<typename Num<T>::C> vals_stat(typename Num<T>::C (&v)[
     return RowStat<C>{m, s, (C)0};
 }
 
+// A row's statistics from its threads' (own), merged across the block
+// through warp_stat and, for a cluster of cl blocks, across the cluster
+// through the blocks' block_stat slots (distributed shared memory). A block
+// writes this row's slot (par), then waits for the cluster; it writes that
+// slot again two rows later, after the next row's barrier, which no block
+// passes before it has read this row's slots: one barrier per row.
+template <typename C, bool LN>
+__device__ inline RowStat<C> row_stat_merge(RowStat<C> own, RowStat<C> *warp_stat, RowStat<C> *block_stat, int &par,
+                                            int cl)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    RowStat<C> t = group_stat<C, LN, 32>(own);
+    __syncthreads(); // warp_stat may still be read for the previous row
+    if (lane == 0)
+        warp_stat[w] = t;
+    __syncthreads();
+    t = group_stat<C, LN, 32>(lane < nw ? warp_stat[lane] : stat_identity<C, LN>());
+#if KEEL_GPU_CLUSTER_CODE
+    if (cl > 1) {
+        namespace cg = cooperative_groups;
+        cg::cluster_group cluster = cg::this_cluster();
+        if (threadIdx.x == 0)
+            block_stat[par] = t;
+        cluster.sync();
+        t = *cluster.map_shared_rank(&block_stat[par], 0);
+        for (int b = 1; b < cl; b++)
+            t = stat_merge<C, LN>(t, *cluster.map_shared_rank(&block_stat[par], b));
+        par ^= 1;
+    }
+#else
+    (void)block_stat, (void)par, (void)cl;
+#endif
+    return t;
+}
+
 // One block per row, or with a cluster launch of CL blocks, one cluster per
 // row (block rank b holds packs [b * blockDim.x * PPT, (b + 1) * ...)).
 constexpr int ROW_BLOCK_MAX = 512;
@@ -354,7 +389,6 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
     __shared__ RowStat<C> block_stat[2]; // by row parity: one cluster barrier per row
     int par = 0;
     size_t np = cols / Pack<T>::N;
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
     int rank = 0;
 #if KEEL_GPU_CLUSTER_CODE
     namespace cg = cooperative_groups;
@@ -387,28 +421,7 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
         }
         bool keep = !LN && !lg;
         RowStat<C> own = vals_stat<T, LN, PPT, N>(v, cnt, keep);
-        RowStat<C> t = group_stat<C, LN, 32>(own);
-        __syncthreads(); // warp_stat and block_stat may still be read for the previous row
-        if (lane == 0)
-            warp_stat[w] = t;
-        __syncthreads();
-        t = group_stat<C, LN, 32>(lane < nw ? warp_stat[lane] : stat_identity<C, LN>());
-#if KEEL_GPU_CLUSTER_CODE
-        if (cl > 1) {
-            // A block writes this row's slot, then waits for the cluster.
-            // It writes that slot again two rows later, after the next
-            // row's barrier, which no block passes before it has read this
-            // row's slots: one barrier per row.
-            cg::cluster_group cluster = cg::this_cluster();
-            if (threadIdx.x == 0)
-                block_stat[par] = t;
-            cluster.sync();
-            t = *cluster.map_shared_rank(&block_stat[par], 0);
-            for (int b = 1; b < cl; b++)
-                t = stat_merge<C, LN>(t, *cluster.map_shared_rank(&block_stat[par], b));
-            par ^= 1;
-        }
-#endif
+        RowStat<C> t = row_stat_merge<C, LN>(own, warp_stat, block_stat, par, cl);
         RowNorm<C> q = row_norm<C, LN>(t, cols, eps, lg);
         C kf = keep && !q.bad ? c_exp(own.a - t.a) * q.scale : (C)0;
         T *yr = y + r * ldy;
@@ -444,6 +457,25 @@ bool cluster_launch_ok()
 #endif
 }
 
+#ifndef KEEL_GPU_HIP
+// A launch of grid blocks in clusters of cl (attr: its one attribute).
+inline void cluster_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr, unsigned grid, unsigned threads,
+                           size_t smem, cudaStream_t s, int cl)
+{
+    *cfg = cudaLaunchConfig_t{};
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)cl;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg->gridDim = dim3(grid);
+    cfg->blockDim = dim3(threads);
+    cfg->dynamicSmemBytes = smem;
+    cfg->stream = s;
+    cfg->attrs = attr;
+    cfg->numAttrs = 1;
+}
+#endif
+
 // Blocks (or clusters) of this kernel, block size, shared memory and
 // cluster size that fit on the device at once: the grid is one wave, each
 // block looping over rows. cache: the caller's, one per kernel.
@@ -467,17 +499,9 @@ template <typename K> int occupancy_groups(K kernel, unsigned threads, size_t sm
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, (int)threads, smem) == cudaSuccess)
             n = per_sm * sm_count();
     } else {
-        cudaLaunchConfig_t cfg = {};
+        cudaLaunchConfig_t cfg;
         cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = (unsigned)cl;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cfg.gridDim = dim3((unsigned)cl * 64);
-        cfg.blockDim = dim3(threads);
-        cfg.dynamicSmemBytes = smem;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
+        cluster_config(&cfg, attr, (unsigned)cl * 64, threads, smem, 0, cl);
         if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess)
             n = 0;
     }
@@ -529,18 +553,9 @@ cudaError_t launch_block(cudaStream_t s, size_t rows, size_t cols, const T *x, s
 #ifdef KEEL_GPU_HIP
     return hipErrorNotSupported; // never asked: cluster_launch_ok() is false on HIP
 #else
-    cudaLaunchConfig_t cfg = {};
+    cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)cl;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)(groups * cl));
-    cfg.blockDim = dim3(threads);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = s;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cluster_config(&cfg, attr, (unsigned)(groups * cl), threads, 0, s, cl);
     return cudaLaunchKernelEx(&cfg, rows_block_kernel<T, LN, PPT>, x, ldx, gm, bt, eps, lg, y, ldy, rows, cols, cl);
 #endif
 }

@@ -40,7 +40,6 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
     __shared__ RowStat<C> warp_stat[ROW_BLOCK_MAX / 32];
     __shared__ RowStat<C> block_stat[2]; // by row parity: one cluster barrier per row
     size_t np = cols / N;
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
     int rank = 0, par = 0;
 #if KEEL_GPU_CLUSTER_CODE
     namespace cg = cooperative_groups;
@@ -83,27 +82,7 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
         if (r + step < rows)
             fetch(r + step);
         RowStat<C> own = vals_stat<T, LN, PPT, N>(v, cnt, keep);
-        RowStat<C> t = group_stat<C, LN, 32>(own);
-        __syncthreads(); // warp_stat may still be read for the previous row
-        if (lane == 0)
-            warp_stat[w] = t;
-        __syncthreads();
-        t = group_stat<C, LN, 32>(lane < nw ? warp_stat[lane] : stat_identity<C, LN>());
-#if KEEL_GPU_CLUSTER_CODE
-        if (cl > 1) {
-            // This row's slot is written again two rows later, after the
-            // next row's barrier, which no block passes before it has read
-            // this row's slots.
-            cg::cluster_group cluster = cg::this_cluster();
-            if (threadIdx.x == 0)
-                block_stat[par] = t;
-            cluster.sync();
-            t = *cluster.map_shared_rank(&block_stat[par], 0);
-            for (int b = 1; b < cl; b++)
-                t = stat_merge<C, LN>(t, *cluster.map_shared_rank(&block_stat[par], b));
-            par ^= 1;
-        }
-#endif
+        RowStat<C> t = row_stat_merge<C, LN>(own, warp_stat, block_stat, par, cl);
         RowNorm<C> q = row_norm<C, LN>(t, cols, eps, lg);
         C kf = keep && !q.bad ? c_exp(own.a - t.a) * q.scale : (C)0;
         T *yr = y + r * ldy;
@@ -156,18 +135,9 @@ cudaError_t launch_stream(cudaStream_t s, size_t rows, size_t cols, const T *x, 
         kernel<<<(unsigned)groups, threads, smem, s>>>(x, ldx, gm, bt, eps, lg, y, ldy, rows, cols, 1);
         return cudaGetLastError();
     }
-    cudaLaunchConfig_t cfg = {};
+    cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)cl;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)(groups * cl));
-    cfg.blockDim = dim3(threads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cluster_config(&cfg, attr, (unsigned)(groups * cl), threads, smem, s, cl);
     return cudaLaunchKernelEx(&cfg, kernel, x, ldx, gm, bt, eps, lg, y, ldy, rows, cols, cl);
 }
 
