@@ -33,36 +33,32 @@ typedef float v16f __attribute__((vector_size(64)));
 typedef int32_t v16i __attribute__((vector_size(64)));
 typedef int64_t v8l __attribute__((vector_size(64)));
 #define INL static inline __attribute__((always_inline))
-/* The helpers below take and return 64-byte vectors; always inlined, they
- * have no calling convention for GCC to warn about. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
+/* No function here takes or returns a 64-byte vector by value: without
+ * AVX-512 that changes the calling convention, which clang refuses and GCC
+ * warns of. The loads are macros, the lanes are passed by address. */
 
 /* Eight elements from p, widened to f64. */
-INL v8d ld8_float(const float *p)
-{
-    v8f f;
-    memcpy(&f, p, sizeof f);
-    return __builtin_convertvector(f, v8d);
-}
-
-INL v8d ld8_double(const double *p)
-{
-    v8d d;
-    memcpy(&d, p, sizeof d);
-    return d;
-}
+#define ld8_float(p) __extension__({ \
+    v8f f_;                          \
+    memcpy(&f_, (p), sizeof f_);     \
+    __builtin_convertvector(f_, v8d); \
+})
+#define ld8_double(p) __extension__({ \
+    v8d d_;                           \
+    memcpy(&d_, (p), sizeof d_);      \
+    d_;                               \
+})
 
 /* The sixteen lanes and the tail added in a fixed order. */
-INL double lanes_total(v8d a0, v8d a1, double tail)
+INL double lanes_sum(const v8d *a0, const v8d *a1, double tail)
 {
-    v8d t = a0 + a1;
+    v8d t = *a0 + *a1;
     double u[4];
     for (int k = 0; k < 4; k++)
         u[k] = t[k] + t[k + 4];
     return ((u[0] + tail) + u[2]) + (u[1] + u[3]);
 }
+#define lanes_total(a0, a1, tail) lanes_sum(&(a0), &(a1), (tail))
 
 /* a0, a1, tail += F over x[0, n): lane k takes the elements i with
  * i % 16 == k, the last n % 16 go to tail. F maps a v8d, or a double. */
