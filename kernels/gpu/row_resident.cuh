@@ -184,6 +184,30 @@ template <typename C, bool LN, int G> __device__ inline RowStat<C> group_stat(Ro
     return RowStat<C>{m, group_sum<C, G>(s), (C)0};
 }
 
+// The largest of a thread's values v[i][*] for the packs i where has(i):
+// by the fast maximum, then NaN where that leaves -inf but a NaN was there
+// (all -inf, NaN or none).
+template <typename C, int PPT, int N, typename Has>
+__device__ inline C values_max(const C (&v)[PPT][N], Has has)
+{
+    C m = (C)-INFINITY;
+#pragma unroll
+    for (int i = 0; i < PPT; i++)
+        if (has(i))
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                m = c_fmax(m, v[i][k]);
+    if (m == (C)-INFINITY)
+#pragma unroll
+        for (int i = 0; i < PPT; i++)
+            if (has(i))
+#pragma unroll
+                for (int k = 0; k < N; k++)
+                    if (v[i][k] != v[i][k])
+                        m = (C)NAN;
+    return m;
+}
+
 template <typename T, bool LN, int G, int PPT>
 __global__ void __launch_bounds__(GROUP_THREADS)
     rows_group_kernel(const T *__restrict__ x, size_t ldx, const T *__restrict__ gamma, const T *__restrict__ beta,
@@ -236,22 +260,7 @@ __global__ void __launch_bounds__(GROUP_THREADS)
                     }
             b = group_sum<C, G>(q);
         } else {
-            C m = (C)-INFINITY;
-#pragma unroll
-            for (int i = 0; i < PPT; i++)
-                if (has[i])
-#pragma unroll
-                    for (int k = 0; k < N; k++)
-                        m = c_fmax(m, v[i][k]);
-            if (m == (C)-INFINITY) // all -inf, NaN or none: NaN if one is NaN
-#pragma unroll
-                for (int i = 0; i < PPT; i++)
-                    if (has[i])
-#pragma unroll
-                        for (int k = 0; k < N; k++)
-                            if (v[i][k] != v[i][k])
-                                m = (C)NAN;
-            a = group_max<C, G>(m);
+            a = group_max<C, G>(values_max<C, PPT, N>(v, [&](int i) { return has[i]; }));
             bool none = a == (C)-INFINITY; // every value -inf: no exponential to take
             C s = 0;
 #pragma unroll
@@ -306,21 +315,7 @@ __device__ inline RowStat<typename Num<T>::C> vals_stat(typename Num<T>::C (&v)[
                 }
         return RowStat<C>{n, mean, q};
     }
-    C m = (C)-INFINITY;
-#pragma unroll
-    for (int i = 0; i < PPT; i++)
-        if (i < cnt)
-#pragma unroll
-            for (int k = 0; k < N; k++)
-                m = c_fmax(m, v[i][k]);
-    if (m == (C)-INFINITY) // all -inf, NaN or none: NaN if one is NaN
-#pragma unroll
-        for (int i = 0; i < PPT; i++)
-            if (i < cnt)
-#pragma unroll
-                for (int k = 0; k < N; k++)
-                    if (v[i][k] != v[i][k])
-                        m = (C)NAN;
+    C m = values_max<C, PPT, N>(v, [&](int i) { return i < cnt; });
     bool none = m == (C)-INFINITY;
     C s = 0;
 #pragma unroll
