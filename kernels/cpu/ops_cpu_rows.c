@@ -49,13 +49,13 @@ typedef int64_t v8l __attribute__((vector_size(64)));
     d_;                               \
 })
 
-/* The sixteen lanes and the tail added in a fixed order. */
+/* The sixteen lanes and the tail added in a fixed order; the halves are
+ * folded with shuffles, in registers. */
+typedef double v4d __attribute__((vector_size(32)));
 INL double lanes_sum(const v8d *a0, const v8d *a1, double tail)
 {
     v8d t = *a0 + *a1;
-    double u[4];
-    for (int k = 0; k < 4; k++)
-        u[k] = t[k] + t[k + 4];
+    v4d u = __builtin_shufflevector(t, t, 0, 1, 2, 3) + __builtin_shufflevector(t, t, 4, 5, 6, 7);
     return ((u[0] + tail) + u[2]) + (u[1] + u[3]);
 }
 #define lanes_total(a0, a1, tail) lanes_sum(&(a0), &(a1), (tail))
@@ -76,6 +76,35 @@ INL double lanes_sum(const v8d *a0, const v8d *a1, double tail)
     } while (0)
 #define SAME(v) (v)
 
+/* The largest lane (the lanes hold no NaN), a tree of halvings in
+ * registers. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef double v2d __attribute__((vector_size(16)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef int64_t v4l __attribute__((vector_size(32)));
+typedef int64_t v2l __attribute__((vector_size(16)));
+/* The larger of a and b lane by lane (C has no ?: on vectors). */
+#define VMAX(VT, VI, a, b) __extension__({                 \
+    VT a_ = (a), b_ = (b);                                 \
+    VI gt_ = b_ > a_;                                      \
+    (VT)(((VI)b_ & gt_) | ((VI)a_ & ~gt_));                \
+})
+#define SMAX(a, b) ((b) > (a) ? (b) : (a))
+INL float lanes_max_float(const v16f *l)
+{
+    v8f h8 = VMAX(v8f, v8i, __builtin_shufflevector(*l, *l, 0, 1, 2, 3, 4, 5, 6, 7),
+                  __builtin_shufflevector(*l, *l, 8, 9, 10, 11, 12, 13, 14, 15));
+    v4f h4 = VMAX(v4f, v4i, __builtin_shufflevector(h8, h8, 0, 1, 2, 3), __builtin_shufflevector(h8, h8, 4, 5, 6, 7));
+    return SMAX(SMAX(h4[0], h4[2]), SMAX(h4[1], h4[3]));
+}
+INL double lanes_max_double(const v8d *l)
+{
+    v4d h4 = VMAX(v4d, v4l, __builtin_shufflevector(*l, *l, 0, 1, 2, 3), __builtin_shufflevector(*l, *l, 4, 5, 6, 7));
+    v2d h2 = VMAX(v2d, v2l, __builtin_shufflevector(h4, h4, 0, 1), __builtin_shufflevector(h4, h4, 2, 3));
+    return SMAX(h2[0], h2[1]);
+}
+
 /* The max of x[0, n), NaN skipped; -Inf when there is none. VT holds 64
  * bytes of T, VI as many integers of its width. */
 #define ROW_MAX(T, VT, VI, x, n, m)                                       \
@@ -92,10 +121,8 @@ INL double lanes_sum(const v8d *a0, const v8d *a1, double tail)
         (m) = -INFINITY;                                                  \
         for (; i_ < (n); i_++)                                            \
             (m) = (x)[i_] > (m) ? (x)[i_] : (m);                          \
-        for (size_t h_ = w_ / 2; h_ >= 1; h_ /= 2) /* a tree: 4 deep */   \
-            for (size_t k_ = 0; k_ < h_; k_++)                            \
-                l_[k_] = l_[k_ + h_] > l_[k_] ? l_[k_ + h_] : l_[k_];     \
-        (m) = l_[0] > (m) ? l_[0] : (m);                                  \
+        const T t_ = lanes_max_##T(&l_);                                  \
+        (m) = t_ > (m) ? t_ : (m);                                        \
     } while (0)
 
 /* The mean and variance of a row for layer norm. An f32 row: one pass over
