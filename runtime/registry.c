@@ -75,20 +75,33 @@ static void bump_generation(void)
  * none left of when libkeel is opened with dlopen late (Python's ctypes
  * after torch: "cannot allocate memory in static TLS block"). */
 #define CACHE_WAYS 16
-static _Thread_local struct {
+typedef struct lookup_cache {
     unsigned long generation;
     unsigned next;
     uintptr_t base[CACHE_WAYS];
     size_t size[CACHE_WAYS]; /* 0: an empty entry */
     keel__alloc_t a[CACHE_WAYS];
-} cache;
+} lookup_cache_t;
+static _Thread_local lookup_cache_t cache;
 
-/* The cache entry holding key, or -1. */
-static inline int cache_hit(uintptr_t key)
+/* The calling thread's cache. With the general TLS model the address of a
+ * thread-local variable is a call to __tls_get_addr, which GCC recomputes
+ * at each use rather than keep in a register (in the search loop: once per
+ * entry). The empty asm hides where the pointer came from, so it is
+ * computed once. */
+static inline lookup_cache_t *my_cache(void)
+{
+    lookup_cache_t *c = &cache;
+    __asm__("" : "+r"(c));
+    return c;
+}
+
+/* The entry of c holding key, or -1. */
+static inline int cache_hit(const lookup_cache_t *c, uintptr_t key)
 {
     int hit = -1;
     for (int i = 0; i < CACHE_WAYS; i++)
-        hit = key - cache.base[i] < cache.size[i] ? i : hit;
+        hit = key - c->base[i] < c->size[i] ? i : hit;
     return hit;
 }
 
@@ -532,16 +545,17 @@ static __attribute__((noinline)) const keel__alloc_t *find_locked(uintptr_t key,
     pthread_mutex_unlock(&lock);
     if (!n)
         return NULL;
-    if (cache.generation != g) {
-        memset(cache.size, 0, sizeof(cache.size));
-        cache.generation = g;
+    lookup_cache_t *c = my_cache();
+    if (c->generation != g) {
+        memset(c->size, 0, sizeof(c->size));
+        c->generation = g;
     }
-    unsigned w = cache.next;
-    cache.a[w] = found;
-    cache.base[w] = found.base;
-    cache.size[w] = found.size;
-    cache.next = (w + 1) % CACHE_WAYS;
-    return &cache.a[w];
+    unsigned w = c->next;
+    c->a[w] = found;
+    c->base[w] = found.base;
+    c->size[w] = found.size;
+    c->next = (w + 1) % CACHE_WAYS;
+    return &c->a[w];
 }
 
 /* The entry is the thread's own copy, so the caller reads it in place: no
@@ -551,10 +565,11 @@ const keel__alloc_t *keel__registry_lookup(const void *ptr)
 {
     uintptr_t key = (uintptr_t)ptr;
     unsigned long g = atomic_load_explicit(&generation, memory_order_acquire);
-    if (cache.generation == g) {
-        int i = cache_hit(key);
+    lookup_cache_t *c = my_cache();
+    if (c->generation == g) {
+        int i = cache_hit(c, key);
         if (i >= 0)
-            return &cache.a[i];
+            return &c->a[i];
     }
     return find_locked(key, 0, NULL, NULL);
 }
@@ -572,10 +587,11 @@ keel__ptr_class_t keel__registry_classify(const void *ptr, size_t bytes, keel__a
 {
     uintptr_t key = (uintptr_t)ptr;
     unsigned long g = atomic_load_explicit(&generation, memory_order_acquire);
-    if (cache.generation == g) {
-        int i = cache_hit(key);
+    lookup_cache_t *c = my_cache();
+    if (c->generation == g) {
+        int i = cache_hit(c, key);
         if (i >= 0) {
-            *out = cache.a[i];
+            *out = c->a[i];
             return KEEL__PTR_LIVE;
         }
     }
