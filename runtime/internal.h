@@ -396,8 +396,9 @@ KEEL_HIDDEN void keel__release_evicted(const keel__alloc_t *ev, int n);
  * left alone. */
 KEEL_HIDDEN void keel__registry_unkeep(uintptr_t base);
 /* keel__registry_remove, and in the same step remembers the block as
- * KEEL__FREED_KEPT (for keel_free_async: keel__registry_put_back forgets it
- * again, keel__reuse_release corrects it when the stream does not keep it). */
+ * KEEL__FREED_KEPT when a stream may keep it (keel__reuse_keepable; for
+ * keel_free_async: keel__registry_put_back forgets it again,
+ * keel__reuse_release corrects it when the stream does not keep it). */
 KEEL_HIDDEN keel_status_t keel__registry_remove_kept(void *base, keel__alloc_t *out,
                                                      keel__alloc_t evicted[KEEL__RETIRE_EVICTS], int *nevicted);
 /* Takes one held block of dev out of the record (to be released by the
@@ -415,8 +416,15 @@ KEEL_HIDDEN void keel__registry_reset(void);
  * size on that stream takes it back without a backend call. The block is out
  * of the registry meanwhile, so the freed pointer stays invalid. */
 #define KEEL__REUSE_MAX ((size_t)256 << 20)
+/* Whether a stream may keep a freed block: stream-ordered and at most
+ * KEEL__REUSE_MAX bytes. */
+static inline int keel__reuse_keepable(size_t size, int stream_ordered)
+{
+    return stream_ordered && size <= KEEL__REUSE_MAX;
+}
 /* Frees a block through the backend as keel_free_async does: free_async
- * where the block is stream-ordered, else synchronize the device and free. */
+ * where the block is stream-ordered, else synchronize the device and free.
+ * The record's KEEL__FREED_KEPT entry of the block, if any, is dropped. */
 KEEL_HIDDEN keel_status_t keel__reuse_release(struct keel_stream *s, void *p, int stream_ordered);
 /* Keeps a stream-ordered block on s when s holds none and it is at most
  * KEEL__REUSE_MAX bytes, else releases it. */

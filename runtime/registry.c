@@ -434,7 +434,8 @@ keel_status_t keel__registry_add_foreign(void *base, size_t size, keel_memory_ki
     return keel__registry_put_back(&a);
 }
 
-/* With evicted, the removed block is remembered as kept in the same step. */
+/* With evicted, the removed block is remembered as kept in the same step
+ * when a stream may keep it. */
 static keel_status_t remove_entry(void *base, keel__alloc_t *out, keel__alloc_t *evicted, int *nevicted)
 {
     uintptr_t key = (uintptr_t)base;
@@ -444,7 +445,7 @@ static keel_status_t remove_entry(void *base, keel__alloc_t *out, keel__alloc_t 
     if (n && n->a.base == key) {
         if (out)
             *out = n->a;
-        if (evicted)
+        if (evicted && keel__reuse_keepable(n->a.size, n->a.stream_ordered))
             retire_locked(&n->a, KEEL__FREED_KEPT, evicted, nevicted);
         release(n);
         bump_generation();

@@ -7,13 +7,11 @@
  * the device that runs out of memory releases the blocks. */
 #include "runtime/internal.h"
 
-keel_status_t keel__reuse_release(struct keel_stream *s, void *p, int stream_ordered)
+/* keel__reuse_release of a block the record does not remember as kept. */
+static keel_status_t release_unkept(struct keel_stream *s, void *p, int stream_ordered)
 {
     struct keel_device *d = s->device;
     const keel_memory_vtable_t *m = d->plugin->memory;
-    /* The record of freed blocks remembered it as kept; once the backend has
-     * it, its addresses may become host memory (internal.h). */
-    keel__registry_unkeep((uintptr_t)p);
     keel_status_t st = KEEL_OK;
     if (stream_ordered && m->free_async) {
         if ((st = m->free_async(s->ctx, p)) == KEEL_OK)
@@ -30,6 +28,14 @@ keel_status_t keel__reuse_release(struct keel_stream *s, void *p, int stream_ord
     if (synced == KEEL_OK && (synced = m->free(d->ctx, KEEL_MEMORY_DEVICE, p)) == KEEL_OK)
         return KEEL_OK;
     return st != KEEL_OK ? st : synced;
+}
+
+keel_status_t keel__reuse_release(struct keel_stream *s, void *p, int stream_ordered)
+{
+    /* The record of freed blocks remembered it as kept; once the backend has
+     * it, its addresses may become host memory (internal.h). */
+    keel__registry_unkeep((uintptr_t)p);
+    return release_unkept(s, p, stream_ordered);
 }
 
 /* Puts p into s's slot and the device's list of streams holding a block;
@@ -87,13 +93,13 @@ keel_status_t keel__reuse_put(struct keel_stream *s, void *p, size_t size, int s
     struct keel_device *d = s->device;
     /* Only stream-ordered blocks: their release is an enqueue, never a wait
      * for the device, so releasing under the lock (keel__reuse_flush) is safe. */
-    if (stream_ordered && size <= KEEL__REUSE_MAX) {
-        pthread_mutex_lock(&d->reuse_lock);
-        int kept = link_locked(s, p, size, stream_ordered);
-        pthread_mutex_unlock(&d->reuse_lock);
-        if (kept)
-            return KEEL_OK;
-    }
+    if (!keel__reuse_keepable(size, stream_ordered))
+        return release_unkept(s, p, stream_ordered); /* never remembered as kept */
+    pthread_mutex_lock(&d->reuse_lock);
+    int kept = link_locked(s, p, size, stream_ordered);
+    pthread_mutex_unlock(&d->reuse_lock);
+    if (kept)
+        return KEEL_OK;
     return keel__reuse_release(s, p, stream_ordered);
 }
 
