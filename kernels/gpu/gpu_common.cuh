@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdint.h>
 #include "kernels/gpu/ops_gpu.h"
+#include "kernels/gpu/gpu_launch.cuh"
 
 namespace {
 

@@ -74,11 +74,12 @@ __global__ void __launch_bounds__(THREADS) map_kernel(const T *__restrict__ x, T
 template <typename T, typename F> cudaError_t launch_map(cudaStream_t s, const T *x, T *y, size_t n, F f)
 {
     FlatSplit sp = flat_split(n, Pack<T>::N, aligned16(x) && aligned16(y));
+    cudaError_t e = cudaSuccess;
     if (sp.packs)
-        map_kernel<T, true><<<grid_flat(sp.packs), THREADS, 0, s>>>(x, y, n, 0, f);
-    if (sp.done < n)
-        map_kernel<T, false><<<grid_flat(n - sp.done), THREADS, 0, s>>>(x, y, n, sp.done, f);
-    return cudaGetLastError();
+        e = launch<map_kernel<T, true, F>>(grid_flat(sp.packs), THREADS, 0, s, x, y, n, 0, f);
+    if (e == cudaSuccess && sp.done < n)
+        e = launch<map_kernel<T, false, F>>(grid_flat(n - sp.done), THREADS, 0, s, x, y, n, sp.done, f);
+    return e;
 }
 
 // ---- fill ----
@@ -104,11 +105,12 @@ __global__ void __launch_bounds__(THREADS) fill_kernel(T *__restrict__ p, size_t
 template <typename T> cudaError_t launch_fill(cudaStream_t s, T *p, size_t n, T v)
 {
     FlatSplit sp = flat_split(n, Pack<T>::N, aligned16(p));
+    cudaError_t e = cudaSuccess;
     if (sp.packs)
-        fill_kernel<T, true><<<grid_flat(sp.packs), THREADS, 0, s>>>(p, n, 0, v);
-    if (sp.done < n)
-        fill_kernel<T, false><<<grid_flat(n - sp.done), THREADS, 0, s>>>(p, n, sp.done, v);
-    return cudaGetLastError();
+        e = launch<fill_kernel<T, true>>(grid_flat(sp.packs), THREADS, 0, s, p, n, 0, v);
+    if (e == cudaSuccess && sp.done < n)
+        e = launch<fill_kernel<T, false>>(grid_flat(n - sp.done), THREADS, 0, s, p, n, sp.done, v);
+    return e;
 }
 
 // ---- cast ----
@@ -155,24 +157,25 @@ __global__ void __launch_bounds__(THREADS) cast_kernel(const S *__restrict__ src
     }
 }
 
-template <typename S, typename D> void launch_cast_pair(cudaStream_t s, const S *src, D *dst, size_t n)
+template <typename S, typename D> cudaError_t launch_cast_pair(cudaStream_t s, const S *src, D *dst, size_t n)
 {
     FlatSplit sp = flat_split(n, 8, aligned16(src) && aligned16(dst));
+    cudaError_t e = cudaSuccess;
     if (sp.packs)
-        cast_kernel<S, D, true><<<grid_flat(sp.packs), THREADS, 0, s>>>(src, dst, n, 0);
-    if (sp.done < n)
-        cast_kernel<S, D, false><<<grid_flat(n - sp.done), THREADS, 0, s>>>(src, dst, n, sp.done);
+        e = launch<cast_kernel<S, D, true>>(grid_flat(sp.packs), THREADS, 0, s, src, dst, n, 0);
+    if (e == cudaSuccess && sp.done < n)
+        e = launch<cast_kernel<S, D, false>>(grid_flat(n - sp.done), THREADS, 0, s, src, dst, n, sp.done);
+    return e;
 }
 
 template <typename S> cudaError_t launch_cast_to(cudaStream_t s, const S *src, int ddt, void *dst, size_t n)
 {
     switch (ddt) {
-    case DT_F32: launch_cast_pair<S, float>(s, src, (float *)dst, n); break;
-    case DT_F64: launch_cast_pair<S, double>(s, src, (double *)dst, n); break;
-    case DT_F16: launch_cast_pair<S, f16>(s, src, (f16 *)dst, n); break;
-    default: launch_cast_pair<S, bf16>(s, src, (bf16 *)dst, n); break;
+    case DT_F32: return launch_cast_pair<S, float>(s, src, (float *)dst, n);
+    case DT_F64: return launch_cast_pair<S, double>(s, src, (double *)dst, n);
+    case DT_F16: return launch_cast_pair<S, f16>(s, src, (f16 *)dst, n);
+    default: return launch_cast_pair<S, bf16>(s, src, (bf16 *)dst, n);
     }
-    return cudaGetLastError();
 }
 
 // ---- transpose: 32 x 32 tiles through shared memory ----
@@ -278,13 +281,15 @@ cudaError_t launch_binary_op(cudaStream_t s, int bc, size_t rows, size_t cols, d
         FlatSplit sp = flat_split(n, N, aligned16(a) && aligned16(y) && (bc == 2 || aligned16(b)) &&
                                             (bc == 0 || cols % N == 0));
         unsigned gv = grid_flat(sp.packs), gs = grid_flat(n - sp.done);
-#define KEEL_BIN_LAUNCH(MODE)                                                                                     \
-    do {                                                                                                          \
-        if (sp.packs)                                                                                             \
-            binary_flat_kernel<T, OP, MODE, true><<<gv, THREADS, 0, s>>>(a, b, y, n, cols, 0, (C)alpha, (C)beta); \
-        if (sp.done < n)                                                                                          \
-            binary_flat_kernel<T, OP, MODE, false><<<gs, THREADS, 0, s>>>(a, b, y, n, cols, sp.done, (C)alpha,    \
-                                                                         (C)beta);                                \
+        cudaError_t e = cudaSuccess;
+#define KEEL_BIN_LAUNCH(MODE)                                                                                   \
+    do {                                                                                                        \
+        if (sp.packs)                                                                                           \
+            e = launch<binary_flat_kernel<T, OP, MODE, true>>(gv, THREADS, 0, s, a, b, y, n, cols, 0, (C)alpha, \
+                                                              (C)beta);                                         \
+        if (e == cudaSuccess && sp.done < n)                                                                    \
+            e = launch<binary_flat_kernel<T, OP, MODE, false>>(gs, THREADS, 0, s, a, b, y, n, cols, sp.done,    \
+                                                               (C)alpha, (C)beta);                              \
     } while (0)
         if (bc == 0)
             KEEL_BIN_LAUNCH(0);
@@ -293,13 +298,13 @@ cudaError_t launch_binary_op(cudaStream_t s, int bc, size_t rows, size_t cols, d
         else
             KEEL_BIN_LAUNCH(2);
 #undef KEEL_BIN_LAUNCH
-        return cudaGetLastError();
+        return e;
     }
     dim3 block(64, 4);
     size_t gx = (cols + 63) / 64, gy = (rows + 3) / 4;
     dim3 grid((unsigned)(gx < 64 ? gx : 64), (unsigned)(gy < 4096 ? gy : 4096));
-    binary_2d_kernel<T, OP><<<grid, block, 0, s>>>(a, lda, b, ldb, bc, y, ldy, rows, cols, (C)alpha, (C)beta);
-    return cudaGetLastError();
+    return launch<binary_2d_kernel<T, OP>>(grid, block, 0, s, a, lda, b, ldb, bc, y, ldy, rows, cols, (C)alpha,
+                                           (C)beta);
 }
 
 template <typename T>
@@ -458,11 +463,9 @@ cudaError_t launch_reduce_op(cudaStream_t s, int axis, size_t rows, size_t cols,
             g = 1024;
         if (g > max_parts)
             g = (unsigned)max_parts;
-        if (vec)
-            reduce_all_kernel<T, OP, true><<<g, 512, 0, s>>>(x, rows, cols, ld, part);
-        else
-            reduce_all_kernel<T, OP, false><<<g, 512, 0, s>>>(x, rows, cols, ld, part);
-        reduce_final_kernel<T, OP><<<1, 1024, 0, s>>>(part, (int)g, n, out);
+        cudaError_t e = vec ? launch<reduce_all_kernel<T, OP, true>>(g, 512, 0, s, x, rows, cols, ld, part)
+                            : launch<reduce_all_kernel<T, OP, false>>(g, 512, 0, s, x, rows, cols, ld, part);
+        return e != cudaSuccess ? e : launch<reduce_final_kernel<T, OP>>(1, 1024, 0, s, part, (int)g, n, out);
     } else if (axis == AX_ROWS) {
         constexpr size_t N = Pack<T>::N;
         bool vec = aligned16(x) && cols % N == 0 && (rows == 1 || ld % N == 0);
@@ -470,9 +473,8 @@ cudaError_t launch_reduce_op(cudaStream_t s, int axis, size_t rows, size_t cols,
         int threads = units >= 2048 ? 512 : units >= 512 ? 256 : units >= 64 ? 64 : 32;
         size_t g = rows < 65536 * 4 ? rows : 65536 * 4;
         if (vec)
-            reduce_rows_kernel<T, OP, true><<<(unsigned)g, threads, 0, s>>>(x, rows, cols, ld, out);
-        else
-            reduce_rows_kernel<T, OP, false><<<(unsigned)g, threads, 0, s>>>(x, rows, cols, ld, out);
+            return launch<reduce_rows_kernel<T, OP, true>>((unsigned)g, threads, 0, s, x, rows, cols, ld, out);
+        return launch<reduce_rows_kernel<T, OP, false>>((unsigned)g, threads, 0, s, x, rows, cols, ld, out);
     } else {
         size_t gx = (cols + 31) / 32;
         // Enough blocks to fill the device: slice the rows when the columns alone are too few.
@@ -492,11 +494,12 @@ cudaError_t launch_reduce_op(cudaStream_t s, int axis, size_t rows, size_t cols,
         size_t slice_rows = (rows + slices - 1) / slices;
         slices = (rows + slice_rows - 1) / slice_rows;
         dim3 grid((unsigned)gx, (unsigned)slices);
-        reduce_cols_kernel<T, OP><<<grid, dim3(32, 8), 0, s>>>(x, rows, cols, ld, slice_rows, part, out);
-        if (slices > 1)
-            reduce_cols_final_kernel<T, OP><<<grid_for(cols), THREADS, 0, s>>>(part, slices, rows, cols, out);
+        cudaError_t e = launch<reduce_cols_kernel<T, OP>>(grid, dim3(32, 8), 0, s, x, rows, cols, ld, slice_rows,
+                                                         part, out);
+        if (e == cudaSuccess && slices > 1)
+            e = launch<reduce_cols_final_kernel<T, OP>>(grid_for(cols), THREADS, 0, s, part, slices, rows, cols, out);
+        return e;
     }
-    return cudaGetLastError();
 }
 
 template <typename T>
@@ -680,8 +683,7 @@ template <typename T> cudaError_t unary_dispatch(cudaStream_t s, int op, size_t 
 template <typename T>
 cudaError_t argmax_dispatch(cudaStream_t s, size_t rows, size_t cols, const void *x, size_t ld, int64_t *out)
 {
-    argmax_rows_kernel<T><<<row_grid(rows), row_threads(cols), 0, s>>>((const T *)x, rows, cols, ld, out);
-    return cudaGetLastError();
+    return launch<argmax_rows_kernel<T>>(row_grid(rows), row_threads(cols), 0, s, (const T *)x, rows, cols, ld, out);
 }
 
 template <typename T>
@@ -689,17 +691,15 @@ cudaError_t bias_act_dispatch(cudaStream_t s, int col_major, size_t m, size_t n,
                               const void *bias, int act)
 {
     size_t lines = col_major ? n : m, len = col_major ? m : n;
-    bias_act_kernel<T><<<lines_grid(lines, len), THREADS, 0, s>>>((T *)y, ldy, (const T *)bias, act, lines, len,
-                                                                   col_major);
-    return cudaGetLastError();
+    return launch<bias_act_kernel<T>>(lines_grid(lines, len), THREADS, 0, s, (T *)y, ldy, (const T *)bias, act, lines,
+                                      len, col_major);
 }
 
 template <typename T>
 cudaError_t scale_dispatch(cudaStream_t s, size_t m, size_t n, void *c, size_t ldc, size_t batch, size_t stride_c,
                            double beta)
 {
-    scale_kernel<T><<<lines_grid(n * batch, m), THREADS, 0, s>>>((T *)c, ldc, m, n, batch, stride_c, beta);
-    return cudaGetLastError();
+    return launch<scale_kernel<T>>(lines_grid(n * batch, m), THREADS, 0, s, (T *)c, ldc, m, n, batch, stride_c, beta);
 }
 } // namespace
 
@@ -721,12 +721,13 @@ cudaError_t keel__gpu_transpose(cudaStream_t s, size_t es, size_t rows, size_t c
     size_t gx = (cols + 31) / 32, gy = (rows + 31) / 32;
     dim3 grid((unsigned)(gx < 65535 ? gx : 65535), (unsigned)(gy < 65535 ? gy : 65535)), block(32, 8);
     if (es == 2)
-        transpose_kernel<uint16_t><<<grid, block, 0, s>>>((const uint16_t *)src, lds, (uint16_t *)dst, ldd, rows, cols);
-    else if (es == 4)
-        transpose_kernel<uint32_t><<<grid, block, 0, s>>>((const uint32_t *)src, lds, (uint32_t *)dst, ldd, rows, cols);
-    else
-        transpose_kernel<uint64_t><<<grid, block, 0, s>>>((const uint64_t *)src, lds, (uint64_t *)dst, ldd, rows, cols);
-    return cudaGetLastError();
+        return launch<transpose_kernel<uint16_t>>(grid, block, 0, s, (const uint16_t *)src, lds, (uint16_t *)dst, ldd,
+                                                  rows, cols);
+    if (es == 4)
+        return launch<transpose_kernel<uint32_t>>(grid, block, 0, s, (const uint32_t *)src, lds, (uint32_t *)dst, ldd,
+                                                  rows, cols);
+    return launch<transpose_kernel<uint64_t>>(grid, block, 0, s, (const uint64_t *)src, lds, (uint64_t *)dst, ldd, rows,
+                                              cols);
 }
 
 cudaError_t keel__gpu_unary(cudaStream_t s, int op, int dtype, size_t n, const void *x, void *y)
@@ -767,8 +768,7 @@ cudaError_t keel__gpu_scale(cudaStream_t s, int dtype, size_t m, size_t n, void 
 #ifndef KEEL_GPU_HIP
 cudaError_t keel__gpu_hold(cudaStream_t s, unsigned ns)
 {
-    hold_kernel<<<1, 1, 0, s>>>(ns);
-    return cudaGetLastError();
+    return launch<hold_kernel>(1, 1, 0, s, ns);
 }
 #endif
 

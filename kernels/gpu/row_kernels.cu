@@ -390,17 +390,15 @@ cudaError_t launch_softmax(cudaStream_t s, size_t rows, size_t cols, const void 
          * takes every one of them. */
         size_t blocks = (rows + 7) / 8, cap = (size_t)sm_count() * 16;
         unsigned gw = (unsigned)(blocks < cap ? blocks : cap);
-#define KEEL_SOFTMAX_WARP(MAXP) softmax_warp_kernel<T, MAXP, false><<<gw, 256, 0, s>>>(px, ldx, py, ldy, rows, cols, lg)
+#define KEEL_SOFTMAX_WARP(MAXP) launch<softmax_warp_kernel<T, MAXP, false>>(gw, 256, 0, s, px, ldx, py, ldy, rows, cols, lg)
         if (np <= 32)
-            KEEL_SOFTMAX_WARP(1);
-        else if (np <= 64)
-            KEEL_SOFTMAX_WARP(2);
-        else if (np <= 128)
-            KEEL_SOFTMAX_WARP(4);
-        else
-            KEEL_SOFTMAX_WARP(8);
+            return KEEL_SOFTMAX_WARP(1);
+        if (np <= 64)
+            return KEEL_SOFTMAX_WARP(2);
+        if (np <= 128)
+            return KEEL_SOFTMAX_WARP(4);
+        return KEEL_SOFTMAX_WARP(8);
 #undef KEEL_SOFTMAX_WARP
-        return cudaGetLastError();
     }
     int threads = row_threads_packs(np);
     unsigned g = row_grid(rows);
@@ -411,7 +409,7 @@ cudaError_t launch_softmax(cudaStream_t s, size_t rows, size_t cols, const void 
         if (CACHE)                                                                                 \
             e = allow_smem(softmax_kernel<T, CACHE, VEC>, sh);                                     \
         if (e == cudaSuccess)                                                                      \
-            softmax_kernel<T, CACHE, VEC><<<g, threads, sh, s>>>(px, ldx, py, ldy, rows, cols, lg); \
+            e = launch<softmax_kernel<T, CACHE, VEC>>(g, threads, sh, s, px, ldx, py, ldy, rows, cols, lg); \
     } while (0)
     if (cache && vec)
         KEEL_SOFTMAX(true, true);
@@ -422,7 +420,7 @@ cudaError_t launch_softmax(cudaStream_t s, size_t rows, size_t cols, const void 
     else
         KEEL_SOFTMAX(false, false);
 #undef KEEL_SOFTMAX
-    return e != cudaSuccess ? e : cudaGetLastError();
+    return e;
 }
 
 template <typename T>
@@ -454,7 +452,7 @@ cudaError_t launch_layernorm(cudaStream_t s, size_t rows, size_t cols, const voi
         if (CACHE)                                                                                       \
             e = allow_smem(layernorm_kernel<T, CACHE, VEC>, sh);                                         \
         if (e == cudaSuccess)                                                                            \
-            layernorm_kernel<T, CACHE, VEC><<<g, threads, sh, s>>>(px, ldx, pg, pb, eps, py, ldy, rows, cols); \
+            e = launch<layernorm_kernel<T, CACHE, VEC>>(g, threads, sh, s, px, ldx, pg, pb, eps, py, ldy, rows, cols); \
     } while (0)
     if (cache && vec)
         KEEL_LAYERNORM(true, true);
@@ -465,7 +463,7 @@ cudaError_t launch_layernorm(cudaStream_t s, size_t rows, size_t cols, const voi
     else
         KEEL_LAYERNORM(false, false);
 #undef KEEL_LAYERNORM
-    return e != cudaSuccess ? e : cudaGetLastError();
+    return e;
 }
 
 } // namespace

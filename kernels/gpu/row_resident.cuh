@@ -519,8 +519,8 @@ cudaError_t launch_group(cudaStream_t s, size_t rows, size_t cols, const T *x, s
     constexpr int wpb = GROUP_THREADS / 32;
     size_t warps = (rows + (32 / G) - 1) / (32 / G), blocks = (warps + wpb - 1) / wpb;
     unsigned g = (unsigned)(blocks < 0x7fffffffu ? blocks : 0x7fffffffu);
-    rows_group_kernel<T, LN, G, PPT><<<g, GROUP_THREADS, 0, s>>>(x, ldx, gm, bt, eps, lg, y, ldy, rows, cols);
-    return cudaGetLastError();
+    return launch<rows_group_kernel<T, LN, G, PPT>>(g, GROUP_THREADS, 0, s, x, ldx, gm, bt, eps, lg, y, ldy, rows,
+                                                    cols);
 }
 
 template <typename T, bool LN, int PPT>
@@ -540,11 +540,9 @@ cudaError_t launch_block(cudaStream_t s, size_t rows, size_t cols, const T *x, s
     if (cap == 0)
         cap = (size_t)sm_count() * 8 / cl + 1;
     size_t groups = rows < cap ? rows : cap;
-    if (cl == 1) {
-        rows_block_kernel<T, LN, PPT><<<(unsigned)groups, threads, 0, s>>>(x, ldx, gm, bt, eps, lg, y, ldy, rows,
-                                                                         cols, 1);
-        return cudaGetLastError();
-    }
+    if (cl == 1)
+        return launch<rows_block_kernel<T, LN, PPT>>((unsigned)groups, threads, 0, s, x, ldx, gm, bt, eps, lg, y, ldy,
+                                                     rows, cols, 1);
 #ifdef KEEL_GPU_HIP
     return hipErrorNotSupported; // never asked: cluster_launch_ok() is false on HIP
 #else

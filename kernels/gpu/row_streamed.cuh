@@ -131,10 +131,9 @@ cudaError_t launch_stream(cudaStream_t s, size_t rows, size_t cols, const T *x, 
         return cudaErrorInvalidConfiguration;
     if (groups > rows)
         groups = rows;
-    if (cl == 1) {
-        kernel<<<(unsigned)groups, threads, smem, s>>>(x, ldx, gm, bt, eps, lg, y, ldy, rows, cols, 1);
-        return cudaGetLastError();
-    }
+    if (cl == 1)
+        return launch<rows_stream_kernel<T, LN, PPT>>((unsigned)groups, threads, smem, s, x, ldx, gm, bt, eps, lg, y,
+                                                      ldy, rows, cols, 1);
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     cluster_config(&cfg, attr, (unsigned)(groups * cl), threads, smem, s, cl);
