@@ -704,117 +704,143 @@ KT_DEVICE_TEST(test_argmax)
         }
 }
 
-KT_DEVICE_TEST(test_softmax)
+/* One softmax (lg: log-softmax) of r x c values of dt against a float64
+ * reference; strided: rows padded, so that no 16-byte path applies. */
+static void softmax_case(keel_device_t *dev, keel_stream_t *s, keel_dtype_t dt, size_t r, size_t c, int strided, int lg)
+{
+    size_t ldx = c + 2 * strided, ldy = c + strided;
+    size_t nx = (r - 1) * ldx + c, ny = (r - 1) * ldy + c;
+    double *v = rand_vals(dt, nx, 8.0);
+    if (r > 2 && c > 3) {
+        v[0 * ldx + 1] = -INFINITY; /* exp(-inf) = 0 */
+        v[1 * ldx + 2] = NAN;       /* the whole row becomes NaN */
+    }
+    if (r > 3 && c > 3)
+        for (size_t j = 0; j < c; j++) {
+            /* row 2: -inf but for a NaN and one number far from it, so that some
+             * lane or thread holds only -inf and NaN: still all NaN; row 3: -inf
+             * but for one number, which gets all the weight */
+            v[2 * ldx + j] = j == 0 ? NAN : j == c - 1 ? 1.5 : -INFINITY;
+            v[3 * ldx + j] = j == c / 2 ? -2.0 : -INFINITY;
+        }
+    void *x = upload(dev, dt, v, nx), *y = poisoned(dev, ny * keel_dtype_size(dt));
+    KT_OK(keel_softmax_rows(s, dt, r, c, x, ldx, y, ldy, lg));
+    double *got = download(dev, dt, y, ny), *ref = malloc(ny * sizeof(double));
+    for (size_t i = 0; i < r; i++) {
+        const double *xr = v + i * ldx;
+        double m = -INFINITY, sum = 0;
+        int nan = 0;
+        for (size_t j = 0; j < c; j++)
+            m = xr[j] > m ? xr[j] : m, nan |= isnan(xr[j]);
+        for (size_t j = 0; j < c; j++)
+            sum += exp(xr[j] - m);
+        for (size_t j = 0; j < c; j++)
+            ref[i * ldy + j] = nan ? NAN : to_dtype(dt, lg ? xr[j] - m - log(sum) : exp(xr[j] - m) / sum);
+    }
+    /* f32 exp of values up to 16 loses ~16 ulps of its argument */
+    double atol = dt == KEEL_F64 ? 1e-13 : lg ? 3e-5 + 2 * ulp_of(dt) * 20 : 2e-6;
+    char what[48];
+    snprintf(what, sizeof what, "%s %zux%zu", lg ? "log_softmax" : "softmax", r, c);
+    for (size_t i = 0; i < r; i++)
+        expect_close(what, dt, got + i * ldy, ref + i * ldy, NULL, atol, c);
+    /* in place */
+    KT_OK(keel_softmax_rows(s, dt, r, c, x, ldx, x, ldx, lg));
+    free(got);
+    got = download(dev, dt, x, nx);
+    for (size_t i = 0; i < r; i++)
+        expect_close(what, dt, got + i * ldx, ref + i * ldy, NULL, atol, c);
+    free(v);
+    free(got);
+    free(ref);
+    KT_OK(keel_free(x));
+    KT_OK(keel_free(y));
+}
+
+/* Rows long enough to take a thread block cluster each on GPUs, and more of
+ * them than the device runs clusters at once, so every cluster walks
+ * several rows (f32 and bf16 alike: 2 to 16 blocks per row). Not on the CPU,
+ * where the shapes above cover every path. */
+static const size_t long_rows[][2] = {{300, 20000}, {200, 40000}, {120, 80000}, {48, 200000}};
+
+typedef void (*row_case_fn)(keel_device_t *, keel_stream_t *, keel_dtype_t, size_t, size_t, int, int);
+
+/* Every case of a row operation, with its flag (log-softmax, affine) off
+ * and on: each dtype over shapes, contiguous and strided, then on GPUs the
+ * long rows in f32 and bf16. */
+static void run_row_cases(keel_device_t *dev, row_case_fn fn, const size_t (*shapes)[2], size_t nshapes)
 {
     keel_stream_t *s = stream_of(dev);
+    for (int flag = 0; flag <= 1; flag++) {
+        for (int d = 0; d < NDT; d++)
+            for (size_t k = 0; k < 2 * nshapes; k++)
+                fn(dev, s, all_dtypes[d], shapes[k / 2][0], shapes[k / 2][1], (int)(k & 1), flag);
+        if (kt_is_cpu(dev))
+            continue;
+        for (size_t k = 0; k < sizeof long_rows / sizeof long_rows[0]; k++) {
+            fn(dev, s, KEEL_F32, long_rows[k][0], long_rows[k][1], 0, flag);
+            fn(dev, s, KEEL_BF16, long_rows[k][0], long_rows[k][1], 0, flag);
+        }
+    }
+}
+
+KT_DEVICE_TEST(test_softmax)
+{
     /* short rows (several rows per warp on GPUs, with 4 to 32 lanes per
      * row, and row counts that leave a warp's last rows empty), cached and
      * uncached long ones; contiguous rows (16-byte paths) and odd strides */
-    const size_t shapes[][2] = {{1, 1}, {3, 7}, {9, 128}, {33, 24}, {7, 256}, {5, 1024}, {64, 1000}, {5, 5000}, {4, 70000}};
-    const size_t nshapes = sizeof shapes / sizeof shapes[0];
-    for (int lg = 0; lg <= 1; lg++)
-        for (int d = 0; d < NDT; d++)
-            for (size_t k = 0; k < 2 * nshapes; k++) {
-                keel_dtype_t dt = all_dtypes[d];
-                int strided = k & 1;
-                size_t r = shapes[k / 2][0], c = shapes[k / 2][1], ldx = c + 2 * strided, ldy = c + strided;
-                size_t nx = (r - 1) * ldx + c, ny = (r - 1) * ldy + c;
-                double *v = rand_vals(dt, nx, 8.0);
-                if (r > 2 && c > 3) {
-                    v[0 * ldx + 1] = -INFINITY; /* exp(-inf) = 0 */
-                    v[1 * ldx + 2] = NAN;       /* the whole row becomes NaN */
-                }
-                if (r > 3 && c > 3)
-                    for (size_t j = 0; j < c; j++) {
-                        /* row 2: -inf but for a NaN and one number far from it, so that some
-                         * lane or thread holds only -inf and NaN: still all NaN; row 3: -inf
-                         * but for one number, which gets all the weight */
-                        v[2 * ldx + j] = j == 0 ? NAN : j == c - 1 ? 1.5 : -INFINITY;
-                        v[3 * ldx + j] = j == c / 2 ? -2.0 : -INFINITY;
-                    }
-                void *x = upload(dev, dt, v, nx), *y = poisoned(dev, ny * keel_dtype_size(dt));
-                KT_OK(keel_softmax_rows(s, dt, r, c, x, ldx, y, ldy, lg));
-                double *got = download(dev, dt, y, ny), *ref = malloc(ny * sizeof(double));
-                for (size_t i = 0; i < r; i++) {
-                    const double *xr = v + i * ldx;
-                    double m = -INFINITY, sum = 0;
-                    int nan = 0;
-                    for (size_t j = 0; j < c; j++)
-                        m = xr[j] > m ? xr[j] : m, nan |= isnan(xr[j]);
-                    for (size_t j = 0; j < c; j++)
-                        sum += exp(xr[j] - m);
-                    for (size_t j = 0; j < c; j++)
-                        ref[i * ldy + j] = nan ? NAN : to_dtype(dt, lg ? xr[j] - m - log(sum) : exp(xr[j] - m) / sum);
-                }
-                /* f32 exp of values up to 16 loses ~16 ulps of its argument */
-                double atol = dt == KEEL_F64 ? 1e-13 : lg ? 3e-5 + 2 * ulp_of(dt) * 20 : 2e-6;
-                char what[48];
-                snprintf(what, sizeof what, "%s %zux%zu", lg ? "log_softmax" : "softmax", r, c);
-                for (size_t i = 0; i < r; i++)
-                    expect_close(what, dt, got + i * ldy, ref + i * ldy, NULL, atol, c);
-                /* in place */
-                KT_OK(keel_softmax_rows(s, dt, r, c, x, ldx, x, ldx, lg));
-                free(got);
-                got = download(dev, dt, x, nx);
-                for (size_t i = 0; i < r; i++)
-                    expect_close(what, dt, got + i * ldx, ref + i * ldy, NULL, atol, c);
-                free(v);
-                free(got);
-                free(ref);
-                KT_OK(keel_free(x));
-                KT_OK(keel_free(y));
-            }
+    static const size_t shapes[][2] = {{1, 1}, {3, 7}, {9, 128}, {33, 24}, {7, 256}, {5, 1024}, {64, 1000}, {5, 5000}, {4, 70000}};
+    run_row_cases(dev, softmax_case, shapes, sizeof shapes / sizeof shapes[0]);
+}
+
+/* One layer norm of r x c values of dt (affine: with gamma and beta)
+ * against a float64 reference. */
+static void layernorm_case(keel_device_t *dev, keel_stream_t *s, keel_dtype_t dt, size_t r, size_t c, int strided,
+                           int affine)
+{
+    size_t ldx = c + 3 * strided, ldy = c;
+    size_t nx = (r - 1) * ldx + c, ny = (r - 1) * ldy + c;
+    double *v = rand_vals(dt, nx, 3.0), *g = rand_vals(dt, c, 2.0), *b = rand_vals(dt, c, 1.0);
+    for (size_t i = 0; i < nx; i++)
+        v[i] = to_dtype(dt, v[i] + 5.0); /* an offset the mean must remove */
+    void *x = upload(dev, dt, v, nx), *y = poisoned(dev, ny * keel_dtype_size(dt));
+    void *dg = upload(dev, dt, g, c), *db = upload(dev, dt, b, c);
+    double eps = 1e-5;
+    KT_OK(keel_layernorm_rows(s, dt, r, c, x, ldx, affine ? dg : NULL, affine ? db : NULL, eps, y, ldy));
+    double *got = download(dev, dt, y, ny), *ref = malloc(ny * sizeof(double));
+    for (size_t i = 0; i < r; i++) {
+        const double *xr = v + i * ldx;
+        double mean = 0, var = 0;
+        for (size_t j = 0; j < c; j++)
+            mean += xr[j];
+        mean /= (double)c;
+        for (size_t j = 0; j < c; j++)
+            var += (xr[j] - mean) * (xr[j] - mean);
+        var /= (double)c;
+        for (size_t j = 0; j < c; j++) {
+            double o = (xr[j] - mean) / sqrt(var + eps);
+            ref[i * ldy + j] = to_dtype(dt, affine ? o * g[j] + b[j] : o);
+        }
+    }
+    double atol = dt == KEEL_F64 ? 1e-11 : 2e-5;
+    char what[48];
+    snprintf(what, sizeof what, "layernorm %zux%zu affine %d", r, c, affine);
+    for (size_t i = 0; i < r; i++)
+        expect_close(what, dt, got + i * ldy, ref + i * ldy, NULL, atol, c);
+    free(v);
+    free(g);
+    free(b);
+    free(got);
+    free(ref);
+    KT_OK(keel_free(x));
+    KT_OK(keel_free(y));
+    KT_OK(keel_free(dg));
+    KT_OK(keel_free(db));
 }
 
 KT_DEVICE_TEST(test_layernorm)
 {
-    keel_stream_t *s = stream_of(dev);
-    const size_t shapes[][2] = {{1, 1}, {3, 7}, {9, 128}, {33, 24}, {7, 256}, {64, 1000}, {3, 20000}, {2, 40000}};
-    const size_t nshapes = sizeof shapes / sizeof shapes[0];
-    for (int affine = 0; affine <= 1; affine++)
-        for (int d = 0; d < NDT; d++)
-            for (size_t k = 0; k < 2 * nshapes; k++) {
-                keel_dtype_t dt = all_dtypes[d];
-                int strided = k & 1;
-                size_t r = shapes[k / 2][0], c = shapes[k / 2][1], ldx = c + 3 * strided, ldy = c;
-                size_t nx = (r - 1) * ldx + c, ny = (r - 1) * ldy + c;
-                double *v = rand_vals(dt, nx, 3.0), *g = rand_vals(dt, c, 2.0), *b = rand_vals(dt, c, 1.0);
-                for (size_t i = 0; i < nx; i++)
-                    v[i] = to_dtype(dt, v[i] + 5.0); /* an offset the mean must remove */
-                void *x = upload(dev, dt, v, nx), *y = poisoned(dev, ny * keel_dtype_size(dt));
-                void *dg = upload(dev, dt, g, c), *db = upload(dev, dt, b, c);
-                double eps = 1e-5;
-                KT_OK(keel_layernorm_rows(s, dt, r, c, x, ldx, affine ? dg : NULL, affine ? db : NULL, eps, y, ldy));
-                double *got = download(dev, dt, y, ny), *ref = malloc(ny * sizeof(double));
-                for (size_t i = 0; i < r; i++) {
-                    const double *xr = v + i * ldx;
-                    double mean = 0, var = 0;
-                    for (size_t j = 0; j < c; j++)
-                        mean += xr[j];
-                    mean /= (double)c;
-                    for (size_t j = 0; j < c; j++)
-                        var += (xr[j] - mean) * (xr[j] - mean);
-                    var /= (double)c;
-                    for (size_t j = 0; j < c; j++) {
-                        double o = (xr[j] - mean) / sqrt(var + eps);
-                        ref[i * ldy + j] = to_dtype(dt, affine ? o * g[j] + b[j] : o);
-                    }
-                }
-                double atol = dt == KEEL_F64 ? 1e-11 : 2e-5;
-                char what[48];
-                snprintf(what, sizeof what, "layernorm %zux%zu affine %d", r, c, affine);
-                for (size_t i = 0; i < r; i++)
-                    expect_close(what, dt, got + i * ldy, ref + i * ldy, NULL, atol, c);
-                free(v);
-                free(g);
-                free(b);
-                free(got);
-                free(ref);
-                KT_OK(keel_free(x));
-                KT_OK(keel_free(y));
-                KT_OK(keel_free(dg));
-                KT_OK(keel_free(db));
-            }
+    static const size_t shapes[][2] = {{1, 1}, {3, 7}, {9, 128}, {33, 24}, {7, 256}, {64, 1000}, {3, 20000}, {2, 40000}};
+    run_row_cases(dev, layernorm_case, shapes, sizeof shapes / sizeof shapes[0]);
 }
 
 /* ======================================================================== */
