@@ -71,13 +71,7 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
 #pragma unroll
         for (int i = 0; i < PPT; i++) {
             size_t p = first + (size_t)i * blockDim.x;
-            if (p < np) {
-                Pack<T> pk = slots[threadIdx.x + i * blockDim.x];
-#pragma unroll
-                for (int k = 0; k < N; k++)
-                    v[i][k] = Num<T>::ld(pk.v[k]);
-                cnt = i + 1;
-            }
+            pack_in<T, LN>(v[i], slots, threadIdx.x + (size_t)i * blockDim.x, p < np, i, &cnt); // slot i: pack p
         }
         if (r + step < rows)
             fetch(r + step);
