@@ -327,6 +327,12 @@ KEEL_HIDDEN int keel__registry_find(const void *ptr, keel__alloc_t *out);
  * call: the validation fast path of the built-in operations reads it in
  * place. */
 KEEL_HIDDEN const keel__alloc_t *keel__registry_lookup(const void *ptr);
+/* The records of n pointers (n <= 4) from the calling thread's lookup
+ * cache alone, all or none: 1 with out[i] set when the cache holds every
+ * one, else 0 (then keel__registry_lookup each). One search for all of
+ * them: the call of an operation on a few buffers pays the cache's
+ * address, its validity test and its loads once. */
+KEEL_HIDDEN int keel__registry_lookup_cached(const void *const *ptrs, int n, const keel__alloc_t **out);
 /* Adds dev to the reach of the live allocation at exactly base (nothing if
  * there is none). The caller checks its copy's reach first: the call takes
  * the registry lock, and a new bit invalidates every thread's cache. */

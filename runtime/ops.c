@@ -203,6 +203,30 @@ HOT_INLINE keel_status_t check_matrix(keel_stream_t *stream, const char *fn, con
     return check_ptr(stream, fn, what, ptr, e, esize);
 }
 
+/* The fast check of n operands (n <= 4) of esize-byte elements at once:
+ * p[i] with room for elems[i] elements (none empty), each in an allocation
+ * of the stream's device, in range and aligned, all found in the thread's
+ * registry cache in one search. 1 when every one passes; 0 otherwise, and
+ * the caller checks each operand with check_ptr, which finds the fault and
+ * words its message. */
+HOT_INLINE int operands_ok(keel_stream_t *stream, const void *const *p, const size_t *elems, int n, size_t esize)
+{
+    const keel__alloc_t *a[4];
+    if (KEEL__UNLIKELY(keel__cpu_check)) /* the checking mode notes every operand (check_ptr) */
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (p[i] == NULL || elems[i] == 0 || elems[i] > SIZE_MAX / esize)
+            return 0;
+    if (!keel__registry_lookup_cached(p, n, a))
+        return 0;
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        size_t off = (uintptr_t)p[i] - a[i]->base;
+        ok &= a[i]->device == stream->device && elems[i] * esize <= a[i]->size - off && (off & (esize - 1)) == 0;
+    }
+    return ok;
+}
+
 #define TRY(x)                                  \
     do {                                        \
         keel_status_t s_ = (x);                 \
@@ -362,14 +386,22 @@ static keel_status_t binary_op(const char *fn, keel_stream_t *stream, keel_binar
                                (int)broadcast);
     TRY(check_dtype(dtype, fn, "dtype"));
     size_t es = keel__dtype_size(dtype);
-    TRY(check_matrix(stream, fn, "a", a, rows, cols, lda, es));
-    if (broadcast == KEEL_BROADCAST_NONE)
-        TRY(check_matrix(stream, fn, "b", b, rows, cols, ldb, es));
-    else if (rows && cols)
-        TRY(check_ptr(stream, fn, "b", b, broadcast == KEEL_BROADCAST_ROW ? cols : rows, es));
-    TRY(check_matrix(stream, fn, "y", y, rows, cols, ldy, es));
-    if (rows == 0 || cols == 0)
-        return KEEL_OK;
+    /* The common call (same-shape operands) checks its three in one go. */
+    size_t ext[3];
+    const void *opnd[3] = {a, b, y};
+    if (KEEL__UNLIKELY(broadcast != KEEL_BROADCAST_NONE ||
+                       (rows > 1 && (lda < cols || ldb < cols || ldy < cols)) || span(rows, cols, lda, &ext[0]) ||
+                       span(rows, cols, ldb, &ext[1]) || span(rows, cols, ldy, &ext[2]) ||
+                       !operands_ok(stream, opnd, ext, 3, es))) {
+        TRY(check_matrix(stream, fn, "a", a, rows, cols, lda, es));
+        if (broadcast == KEEL_BROADCAST_NONE)
+            TRY(check_matrix(stream, fn, "b", b, rows, cols, ldb, es));
+        else if (rows && cols)
+            TRY(check_ptr(stream, fn, "b", b, broadcast == KEEL_BROADCAST_ROW ? cols : rows, es));
+        TRY(check_matrix(stream, fn, "y", y, rows, cols, ldy, es));
+        if (rows == 0 || cols == 0)
+            return KEEL_OK;
+    }
     if (KEEL__UNLIKELY((y == a && ldy != lda && rows > 1) ||
                        (broadcast == KEEL_BROADCAST_NONE && y == b && ldy != ldb && rows > 1)))
         return keel__set_error(KEEL_ERROR_INVALID_ARGUMENT,

@@ -78,8 +78,9 @@ static void bump_generation(void)
 typedef struct lookup_cache {
     unsigned long generation;
     unsigned next;
-    uintptr_t base[CACHE_WAYS];
-    size_t size[CACHE_WAYS]; /* 0: an empty entry */
+    /* Aligned for whole-vector loads (GCC splits unaligned ones in two). */
+    _Alignas(32) uintptr_t base[CACHE_WAYS];
+    _Alignas(32) size_t size[CACHE_WAYS]; /* 0: an empty entry */
     keel__alloc_t a[CACHE_WAYS];
 } lookup_cache_t;
 static _Thread_local lookup_cache_t cache;
@@ -111,13 +112,54 @@ __attribute__((target("avx2"))) static int cache_hit_avx2(const lookup_cache_t *
     const __m256i k = _mm256_set1_epi64x((long long)key), top = _mm256_set1_epi64x(INT64_MIN);
     unsigned m = 0;
     for (int j = 0; j < CACHE_WAYS / 4; j++) {
-        __m256i b = _mm256_loadu_si256((const __m256i *)&c->base[4 * j]);
-        __m256i z = _mm256_loadu_si256((const __m256i *)&c->size[4 * j]);
+        __m256i b = _mm256_load_si256((const __m256i *)&c->base[4 * j]);
+        __m256i z = _mm256_load_si256((const __m256i *)&c->size[4 * j]);
         __m256i d = _mm256_xor_si256(_mm256_sub_epi64(k, b), top);
         __m256i in = _mm256_cmpgt_epi64(_mm256_xor_si256(z, top), d);
         m |= (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(in)) << (4 * j);
     }
     return m ? 31 - __builtin_clz(m) : -1;
+}
+
+/* The entries holding key, as a mask (bit i: entry i), from the entries'
+ * bases b0..b3 and sizes z0..z3 (top bit flipped), four per vector. */
+#define CACHE_MASK_AVX2(key)                                                                               \
+    __extension__({                                                                                        \
+        const __m256i k_ = _mm256_set1_epi64x((long long)(key));                                           \
+        unsigned m_ = 0;                                                                                   \
+        m_ |= (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(                                            \
+            _mm256_cmpgt_epi64(z0, _mm256_xor_si256(_mm256_sub_epi64(k_, b0), top))));                     \
+        m_ |= (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(                                            \
+                  _mm256_cmpgt_epi64(z1, _mm256_xor_si256(_mm256_sub_epi64(k_, b1), top))))                \
+              << 4;                                                                                        \
+        m_ |= (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(                                            \
+                  _mm256_cmpgt_epi64(z2, _mm256_xor_si256(_mm256_sub_epi64(k_, b2), top))))                \
+              << 8;                                                                                        \
+        m_ |= (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(                                            \
+                  _mm256_cmpgt_epi64(z3, _mm256_xor_si256(_mm256_sub_epi64(k_, b3), top))))                \
+              << 12;                                                                                       \
+        m_;                                                                                                \
+    })
+
+/* cache_hit_avx2 for n keys at once (n <= 4), the entries loaded once and
+ * kept in registers: 1 with out[i] set when every key is there, else 0. */
+__attribute__((target("avx2"))) static int cache_hits_avx2(const lookup_cache_t *c, const void *const *keys, int n,
+                                                           const keel__alloc_t **out)
+{
+    _Static_assert(CACHE_WAYS == 16, "four vectors of entries");
+    const __m256i top = _mm256_set1_epi64x(INT64_MIN);
+    const __m256i *bv = (const __m256i *)c->base, *zv = (const __m256i *)c->size;
+    __m256i b0 = _mm256_load_si256(bv), b1 = _mm256_load_si256(bv + 1), b2 = _mm256_load_si256(bv + 2),
+            b3 = _mm256_load_si256(bv + 3);
+    __m256i z0 = _mm256_xor_si256(_mm256_load_si256(zv), top), z1 = _mm256_xor_si256(_mm256_load_si256(zv + 1), top),
+            z2 = _mm256_xor_si256(_mm256_load_si256(zv + 2), top), z3 = _mm256_xor_si256(_mm256_load_si256(zv + 3), top);
+    for (int i = 0; i < n; i++) {
+        unsigned m = CACHE_MASK_AVX2((uintptr_t)keys[i]);
+        if (!m)
+            return 0;
+        out[i] = &c->a[31 - __builtin_clz(m)];
+    }
+    return 1;
 }
 
 static atomic_int cache_avx2 = -1; /* -1: not asked yet */
@@ -615,6 +657,25 @@ const keel__alloc_t *keel__registry_lookup(const void *ptr)
             return &c->a[i];
     }
     return find_locked(key, 0, NULL, NULL);
+}
+
+int keel__registry_lookup_cached(const void *const *ptrs, int n, const keel__alloc_t **out)
+{
+    unsigned long g = atomic_load_explicit(&generation, memory_order_acquire);
+    lookup_cache_t *c = my_cache();
+    if (c->generation != g)
+        return 0;
+#ifdef CACHE_AVX2
+    if (cpu_has_avx2())
+        return cache_hits_avx2(c, ptrs, n, out);
+#endif
+    for (int i = 0; i < n; i++) {
+        int h = cache_hit(c, (uintptr_t)ptrs[i]);
+        if (h < 0)
+            return 0;
+        out[i] = &c->a[h];
+    }
+    return 1;
 }
 
 int keel__registry_find(const void *ptr, keel__alloc_t *out)
