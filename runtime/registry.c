@@ -53,7 +53,7 @@ static node_t *pending; /* allocations not yet in the tree */
 static node_t *spare;   /* recycled nodes */
 
 /* Every add and remove bumps the generation (under the lock). A thread keeps
- * the last four allocations it found, tagged with the generation they were
+ * the last sixteen allocations it found, tagged with the generation they were
  * read at: while it has not moved, they are still exactly what the registry
  * holds, and a lookup of a pointer inside them needs no lock. */
 static atomic_ulong generation = 1;
