@@ -105,59 +105,39 @@ static inline lookup_cache_t *my_cache(void)
 #include <immintrin.h>
 #define CACHE_AVX2 1
 
-/* key - base < size, unsigned, as a signed compare of both sides with the
- * top bit flipped; the highest matching entry, as the baseline loop. */
-__attribute__((target("avx2"))) static int cache_hit_avx2(const lookup_cache_t *c, uintptr_t key)
+/* The entries holding key among four (bit i: entry i of the four): key -
+ * base < size, unsigned, as a signed compare of both sides with the top bit
+ * flipped (z: the sizes with it flipped already). */
+__attribute__((target("avx2"), always_inline)) static inline unsigned four_mask(__m256i k, __m256i b, __m256i z)
 {
-    const __m256i k = _mm256_set1_epi64x((long long)key), top = _mm256_set1_epi64x(INT64_MIN);
-    unsigned m = 0;
-    for (int j = 0; j < CACHE_WAYS / 4; j++) {
-        __m256i b = _mm256_load_si256((const __m256i *)&c->base[4 * j]);
-        __m256i z = _mm256_load_si256((const __m256i *)&c->size[4 * j]);
-        __m256i d = _mm256_xor_si256(_mm256_sub_epi64(k, b), top);
-        __m256i in = _mm256_cmpgt_epi64(_mm256_xor_si256(z, top), d);
-        m |= (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(in)) << (4 * j);
-    }
-    return m ? 31 - __builtin_clz(m) : -1;
+    const __m256i top = _mm256_set1_epi64x(INT64_MIN);
+    return (unsigned)_mm256_movemask_pd(
+        _mm256_castsi256_pd(_mm256_cmpgt_epi64(z, _mm256_xor_si256(_mm256_sub_epi64(k, b), top))));
 }
 
-/* The entries holding key, as a mask (bit i: entry i), from the entries'
- * bases b0..b3 and sizes z0..z3 (top bit flipped), four per vector. */
-#define CACHE_MASK_AVX2(key)                                                                               \
-    __extension__({                                                                                        \
-        const __m256i k_ = _mm256_set1_epi64x((long long)(key));                                           \
-        unsigned m_ = 0;                                                                                   \
-        m_ |= (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(                                            \
-            _mm256_cmpgt_epi64(z0, _mm256_xor_si256(_mm256_sub_epi64(k_, b0), top))));                     \
-        m_ |= (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(                                            \
-                  _mm256_cmpgt_epi64(z1, _mm256_xor_si256(_mm256_sub_epi64(k_, b1), top))))                \
-              << 4;                                                                                        \
-        m_ |= (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(                                            \
-                  _mm256_cmpgt_epi64(z2, _mm256_xor_si256(_mm256_sub_epi64(k_, b2), top))))                \
-              << 8;                                                                                        \
-        m_ |= (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(                                            \
-                  _mm256_cmpgt_epi64(z3, _mm256_xor_si256(_mm256_sub_epi64(k_, b3), top))))                \
-              << 12;                                                                                       \
-        m_;                                                                                                \
-    })
-
-/* cache_hit_avx2 for n keys at once (n <= 4), the entries loaded once and
- * kept in registers: 1 with out[i] set when every key is there, else 0. */
-__attribute__((target("avx2"))) static int cache_hits_avx2(const lookup_cache_t *c, const void *const *keys, int n,
-                                                           const keel__alloc_t **out)
+/* The entries of c holding each of n keys (n <= 4), the sixteen entries
+ * loaded once and kept in registers (named vectors: arrays of them went
+ * through the stack): 1 with out[i] the highest matching entry, as the
+ * baseline loop, when every key is there, else 0. */
+__attribute__((target("avx2"))) static int cache_hits_avx2(const lookup_cache_t *c, const uintptr_t *keys, int n,
+                                                           int *out)
 {
     _Static_assert(CACHE_WAYS == 16, "four vectors of entries");
     const __m256i top = _mm256_set1_epi64x(INT64_MIN);
     const __m256i *bv = (const __m256i *)c->base, *zv = (const __m256i *)c->size;
-    __m256i b0 = _mm256_load_si256(bv), b1 = _mm256_load_si256(bv + 1), b2 = _mm256_load_si256(bv + 2),
-            b3 = _mm256_load_si256(bv + 3);
-    __m256i z0 = _mm256_xor_si256(_mm256_load_si256(zv), top), z1 = _mm256_xor_si256(_mm256_load_si256(zv + 1), top),
-            z2 = _mm256_xor_si256(_mm256_load_si256(zv + 2), top), z3 = _mm256_xor_si256(_mm256_load_si256(zv + 3), top);
+    const __m256i b0 = _mm256_load_si256(bv), b1 = _mm256_load_si256(bv + 1), b2 = _mm256_load_si256(bv + 2),
+                  b3 = _mm256_load_si256(bv + 3);
+    const __m256i z0 = _mm256_xor_si256(_mm256_load_si256(zv), top),
+                  z1 = _mm256_xor_si256(_mm256_load_si256(zv + 1), top),
+                  z2 = _mm256_xor_si256(_mm256_load_si256(zv + 2), top),
+                  z3 = _mm256_xor_si256(_mm256_load_si256(zv + 3), top);
     for (int i = 0; i < n; i++) {
-        unsigned m = CACHE_MASK_AVX2((uintptr_t)keys[i]);
+        const __m256i k = _mm256_set1_epi64x((long long)keys[i]);
+        unsigned m = four_mask(k, b0, z0) | four_mask(k, b1, z1) << 4 | four_mask(k, b2, z2) << 8 |
+                     four_mask(k, b3, z3) << 12;
         if (!m)
             return 0;
-        out[i] = &c->a[31 - __builtin_clz(m)];
+        out[i] = 31 - __builtin_clz(m);
     }
     return 1;
 }
@@ -180,8 +160,9 @@ static int cpu_has_avx2(void)
 static inline int cache_hit(const lookup_cache_t *c, uintptr_t key)
 {
 #ifdef CACHE_AVX2
+    int h;
     if (cpu_has_avx2())
-        return cache_hit_avx2(c, key);
+        return cache_hits_avx2(c, &key, 1, &h) ? h : -1;
 #endif
     int hit = -1;
     for (int i = 0; i < CACHE_WAYS; i++)
@@ -665,16 +646,21 @@ int keel__registry_lookup_cached(const void *const *ptrs, int n, const keel__all
     lookup_cache_t *c = my_cache();
     if (c->generation != g)
         return 0;
+    uintptr_t keys[4];
+    int h[4];
+    for (int i = 0; i < n; i++)
+        keys[i] = (uintptr_t)ptrs[i];
 #ifdef CACHE_AVX2
-    if (cpu_has_avx2())
-        return cache_hits_avx2(c, ptrs, n, out);
-#endif
-    for (int i = 0; i < n; i++) {
-        int h = cache_hit(c, (uintptr_t)ptrs[i]);
-        if (h < 0)
+    if (cpu_has_avx2()) {
+        if (!cache_hits_avx2(c, keys, n, h))
             return 0;
-        out[i] = &c->a[h];
-    }
+    } else
+#endif
+        for (int i = 0; i < n; i++)
+            if ((h[i] = cache_hit(c, keys[i])) < 0)
+                return 0;
+    for (int i = 0; i < n; i++)
+        out[i] = &c->a[h[i]];
     return 1;
 }
 
