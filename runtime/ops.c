@@ -214,15 +214,16 @@ HOT_INLINE int operands_ok(keel_stream_t *stream, const void *const *p, const si
     const keel__alloc_t *a[4];
     if (KEEL__UNLIKELY(keel__cpu_check)) /* the checking mode notes every operand (check_ptr) */
         return 0;
+    size_t bytes[4];
     for (int i = 0; i < n; i++)
-        if (p[i] == NULL || elems[i] == 0 || elems[i] > SIZE_MAX / esize)
+        if (p[i] == NULL || elems[i] == 0 || mul_ovf(elems[i], esize, &bytes[i]))
             return 0;
     if (!keel__registry_lookup_cached(p, n, a))
         return 0;
     int ok = 1;
     for (int i = 0; i < n; i++) {
         size_t off = (uintptr_t)p[i] - a[i]->base;
-        ok &= a[i]->device == stream->device && elems[i] * esize <= a[i]->size - off && (off & (esize - 1)) == 0;
+        ok &= a[i]->device == stream->device && bytes[i] <= a[i]->size - off && (off & (esize - 1)) == 0;
     }
     return ok;
 }
