@@ -287,25 +287,20 @@ __global__ void __launch_bounds__(GROUP_THREADS)
     }
 }
 
-// The value that stands for a pack a softmax thread does not hold: it
-// raises no max, and its exponential is 0.
-template <typename C, bool LN> __device__ inline C row_pad()
-{
-    return LN ? (C)0 : (C)-INFINITY;
-}
-
-// Pack src[i] into the thread's values v (compute type) where h, else
-// (softmax) the pad: a pack past the row's end. *cnt becomes i + 1 where
-// h. Softmax then needs no branch per pack: with a branch around each
-// pack's exponential, softmax over 65536 f32 columns ran at 0.75 of copy
+// Pack src[i], the thread's pack number at, into its values v (compute
+// type) where h, and *cnt becomes at + 1; else (softmax) -inf, the pad of a
+// pack past the row's end: it raises no max, and its exponential is 0.
+// Softmax then needs no branch per pack: with a branch around each pack's
+// exponential, softmax over 65536 f32 columns ran at 0.75 of copy
 // bandwidth, 0.80 without. Layer norm keeps them (vals_stat).
 template <typename T, bool LN>
 __device__ inline void pack_in(typename Num<T>::C (&v)[Pack<T>::N], const Pack<T> *src, size_t i, bool h, int at,
                                int *cnt)
 {
     typedef typename Num<T>::C C;
-    // Both branches set every value: a pack left undefined where !h let the
-    // compiler give every load the same registers, which serialized them.
+    // For softmax both branches set every value: a pack left undefined
+    // where !h let the compiler give every load the same registers, which
+    // serialized them.
     if (h) {
         Pack<T> pk = src[i];
 #pragma unroll
@@ -315,7 +310,7 @@ __device__ inline void pack_in(typename Num<T>::C (&v)[Pack<T>::N], const Pack<T
     } else if (!LN) {
 #pragma unroll
         for (int k = 0; k < Pack<T>::N; k++)
-            v[k] = row_pad<C, LN>();
+            v[k] = (C)-INFINITY;
     }
 }
 
