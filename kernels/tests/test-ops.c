@@ -572,6 +572,19 @@ KT_DEVICE_TEST(test_binary_vec)
     KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_binary_vec(s, KEEL_BINARY_ADD, KEEL_F32, 8, x, x + 8, x + 1));
     KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT, keel_binary_vec(s, KEEL_BINARY_ADD, KEEL_F32, 8, x, x + 8, NULL));
     KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_binary_vec(s, KEEL_BINARY_ADD, KEEL_F32, 8, x, host, x));
+    /* Operands the thread's registry cache holds are still held to every
+     * check: a misaligned one, and one freed since the cache saw it. */
+    KT_OK(keel_binary_vec(s, KEEL_BINARY_ADD, KEEL_F32, 2, x, x + 8, x + 12));
+    KT_FAIL(KEEL_ERROR_INVALID_ARGUMENT,
+            keel_binary_vec(s, KEEL_BINARY_ADD, KEEL_F32, 2, (const char *)x + 2, x + 8, x + 12));
+    ck_assert_msg(strstr(keel_last_error(), "aligned") != NULL, "the message names the alignment: %s",
+                  keel_last_error());
+    float *z = NULL;
+    KT_OK(keel_malloc(dev, 8 * sizeof(float), (void **)&z));
+    KT_OK(keel_binary_vec(s, KEEL_BINARY_ADD, KEEL_F32, 8, z, x + 8, x));
+    KT_OK(keel_stream_synchronize(s));
+    KT_OK(keel_free(z));
+    KT_FAIL(KEEL_ERROR_INVALID_POINTER, keel_binary_vec(s, KEEL_BINARY_ADD, KEEL_F32, 8, z, x + 8, x));
     KT_OK(keel_stream_synchronize(s));
     KT_OK(keel_free(x));
 }
