@@ -41,11 +41,11 @@ static keel_status_t not_host_memory(const char *fn, const char *role, const voi
     }
 }
 
-keel_status_t keel__copy_resolve(const char *fn, const char *role, const void *ptr, size_t bytes, side_t *s)
+/* A side whose registry class is c (*s->a filled for a live allocation or
+ * a refused pointer): host memory, or a live allocation with room for bytes. */
+static keel_status_t side_finish(const char *fn, const char *role, const void *ptr, size_t bytes, keel__ptr_class_t c,
+                                 side_t *s)
 {
-    if (!ptr)
-        return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%s: %s is NULL", fn, role);
-    keel__ptr_class_t c = keel__registry_classify(ptr, bytes, &s->a);
     s->known = c == KEEL__PTR_LIVE;
     if (!s->known) {
         if (KEEL__UNLIKELY(c != KEEL__PTR_UNKNOWN))
@@ -62,6 +62,31 @@ keel_status_t keel__copy_resolve(const char *fn, const char *role, const void *p
                                fn, bytes, strcmp(role, "dst") == 0 ? "to" : "from", ptr, keel__memory_kind_name(s->a.kind),
                                s->a.size, (void *)s->a.base, offset, s->a.size - offset);
     return KEEL_OK;
+}
+
+keel_status_t keel__copy_resolve(const char *fn, const char *role, const void *ptr, size_t bytes, side_t *s)
+{
+    if (!ptr)
+        return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%s: %s is NULL", fn, role);
+    return side_finish(fn, role, ptr, bytes, keel__registry_classify(ptr, bytes, &s->a), s);
+}
+
+keel_status_t keel__copy_resolve_pair(const char *fn, void *dst, size_t dst_bytes, side_t *d, const void *src,
+                                      size_t src_bytes, side_t *r)
+{
+    if (!dst)
+        return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%s: dst is NULL", fn);
+    if (!src)
+        return keel__set_error(KEEL_ERROR_INVALID_POINTER, "%s: src is NULL", fn);
+    const void *ptrs[2] = {dst, src};
+    size_t bytes[2] = {dst_bytes, src_bytes};
+    keel__alloc_t a[2];
+    keel__ptr_class_t c[2];
+    keel__registry_classify_n(ptrs, bytes, 2, a, c);
+    d->a = a[0];
+    r->a = a[1];
+    keel_status_t st = side_finish(fn, "dst", dst, dst_bytes, c[0], d);
+    return st != KEEL_OK ? st : side_finish(fn, "src", src, src_bytes, c[1], r);
 }
 
 /* Records that a stream of dev is handed the block of s, when dev is not
@@ -140,8 +165,13 @@ keel_status_t keel_memcpy(void *dst, const void *src, size_t bytes)
 {
     side_t d, r;
     keel_status_t st;
-    if ((st = keel__copy_resolve("keel_memcpy", "dst", dst, bytes, &d)) != KEEL_OK ||
-        (st = keel__copy_resolve("keel_memcpy", "src", src, bytes, &r)) != KEEL_OK)
+    if (bytes <= 256) {
+        /* A small copy's own memory asked for now, while its pointers are
+         * checked (a prefetch never faults, whatever the address). */
+        __builtin_prefetch(src);
+        __builtin_prefetch(dst, 1);
+    }
+    if ((st = keel__copy_resolve_pair("keel_memcpy", dst, bytes, &d, src, bytes, &r)) != KEEL_OK)
         return st;
     if (bytes == 0)
         return KEEL_OK;
@@ -194,8 +224,7 @@ keel_status_t keel_memcpy_async(void *dst, const void *src, size_t bytes, keel_s
     side_t d, r;
     keel_status_t st;
     int peer;
-    if ((st = keel__copy_resolve("keel_memcpy_async", "dst", dst, bytes, &d)) != KEEL_OK ||
-        (st = keel__copy_resolve("keel_memcpy_async", "src", src, bytes, &r)) != KEEL_OK)
+    if ((st = keel__copy_resolve_pair("keel_memcpy_async", dst, bytes, &d, src, bytes, &r)) != KEEL_OK)
         return st;
     if (bytes == 0)
         return KEEL_OK;

@@ -24,6 +24,10 @@ typedef struct side {
  * running into one and a freed block are refused. */
 KEEL_HIDDEN keel_status_t keel__copy_resolve(const char *fn, const char *role, const void *ptr, size_t bytes,
                                              side_t *s);
+/* Both sides of a copy, dst first (its error is the one reported), their
+ * registry lookups made together. */
+KEEL_HIDDEN keel_status_t keel__copy_resolve_pair(const char *fn, void *dst, size_t dst_bytes, side_t *d,
+                                                  const void *src, size_t src_bytes, side_t *r);
 /* The device that performs a synchronous copy (NULL: both sides host
  * memory) and whether it is a copy between two devices' memory. */
 KEEL_HIDDEN keel_status_t keel__copy_device(const char *fn, side_t *dst, side_t *src, struct keel_device **dev,

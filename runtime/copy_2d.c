@@ -109,8 +109,7 @@ static keel_status_t check_box(const char *fn, const keel_copy_3d_t *b, struct k
         }
     }
     keel_status_t st;
-    if ((st = keel__copy_resolve(fn, "dst", b->dst, de, &c->d)) != KEEL_OK ||
-        (st = keel__copy_resolve(fn, "src", b->src, se, &c->r)) != KEEL_OK)
+    if ((st = keel__copy_resolve_pair(fn, b->dst, de, &c->d, b->src, se, &c->r)) != KEEL_OK)
         return st;
     if (stream) {
         c->dev = stream->device;

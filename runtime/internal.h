@@ -364,6 +364,13 @@ typedef enum keel__ptr_class {
 /* Classifies the range [ptr, ptr + bytes): the lookup of keel__registry_find
  * and, for a pointer it does not find, why under the same lock. */
 KEEL_HIDDEN keel__ptr_class_t keel__registry_classify(const void *ptr, size_t bytes, keel__alloc_t *out);
+/* keel__registry_classify of n ranges (n <= 4): cls[i] and out[i] for
+ * [ptrs[i], ptrs[i] + bytes[i]). The pointers the thread's cache does not
+ * hold are looked up under one hold of the lock, their index slots asked
+ * for together: with many live allocations, the lookups of a copy's two
+ * sides then wait for memory once rather than twice. */
+KEEL_HIDDEN void keel__registry_classify_n(const void *const *ptrs, const size_t *bytes, int n, keel__alloc_t *out,
+                                           keel__ptr_class_t *cls);
 
 /* The record of recently freed blocks, which keel__registry_classify
  * consults. It remembers KEEL__FREED_SLOTS blocks. A remembered block's

@@ -594,34 +594,71 @@ static keel__ptr_class_t explain_locked(uintptr_t key, size_t bytes, keel__alloc
     return KEEL__PTR_UNKNOWN;
 }
 
-/* The lookup under the lock, and the cache refill: out of line, so the hit
- * path below is a leaf that saves no registers. Returns the cache entry.
- * With why, a pointer it does not find is explained there and in *near. */
-static __attribute__((noinline)) const keel__alloc_t *find_locked(uintptr_t key, size_t bytes,
-                                                                  keel__ptr_class_t *why, keel__alloc_t *near)
+/* Under the lock: asks for the index slots a lookup of key reads first
+ * (its base's, and its block's at each level in use, at most eight), so
+ * that the lookups of several pointers wait for memory once, together,
+ * rather than one after the other. */
+static void prefetch_holder(uintptr_t key)
 {
-    keel__alloc_t found;
-    pthread_mutex_lock(&lock);
-    node_t *n = lookup(key);
-    if (n)
-        found = n->a;
-    else if (why)
-        *why = explain_locked(key, bytes, near);
-    unsigned long g = atomic_load_explicit(&generation, memory_order_relaxed);
-    pthread_mutex_unlock(&lock);
-    if (!n)
-        return NULL;
+    if (by_base.count)
+        __builtin_prefetch(&by_base.slots[keel__ai_home(&by_base, key)]);
+    if (!by_block.count)
+        return;
+    int k = 0;
+    for (uint64_t m = levels_used; m && k < 8; m &= m - 1, k++)
+        __builtin_prefetch(&by_block.slots[keel__ai_home(&by_block, block_key((unsigned)__builtin_ctzll(m), key))]);
+}
+
+/* Puts a copy of a into the calling thread's cache, read at generation g;
+ * returns the entry. */
+static const keel__alloc_t *cache_fill(const keel__alloc_t *a, unsigned long g)
+{
     lookup_cache_t *c = my_cache();
     if (c->generation != g) {
         memset(c->size, 0, sizeof(c->size));
         c->generation = g;
     }
     unsigned w = c->next;
-    c->a[w] = found;
-    c->base[w] = found.base;
-    c->size[w] = found.size;
+    c->a[w] = *a;
+    c->base[w] = a->base;
+    c->size[w] = a->size;
     c->next = (w + 1) % CACHE_WAYS;
     return &c->a[w];
+}
+
+/* The lookups of n keys (n <= 4) under one hold of the lock, and the cache
+ * refill: out of line, so the hit paths below are leaves that save no
+ * registers. found[i] is the cache entry of keys[i], or NULL; with why, a
+ * key it does not find is explained in why[i] and near[i] (bytes[i]: the
+ * range from it). */
+static __attribute__((noinline)) void find_locked_n(const uintptr_t *keys, const size_t *bytes, int n,
+                                                    const keel__alloc_t **found, keel__ptr_class_t *why,
+                                                    keel__alloc_t *near)
+{
+    keel__alloc_t rec[4];
+    node_t *hit[4];
+    pthread_mutex_lock(&lock);
+    if (n > 1)
+        for (int i = 0; i < n; i++)
+            prefetch_holder(keys[i]);
+    for (int i = 0; i < n; i++)
+        if ((hit[i] = lookup(keys[i])) != NULL)
+            rec[i] = hit[i]->a;
+    if (why)
+        for (int i = 0; i < n; i++)
+            if (!hit[i])
+                why[i] = explain_locked(keys[i], bytes[i], &near[i]);
+    unsigned long g = atomic_load_explicit(&generation, memory_order_relaxed);
+    pthread_mutex_unlock(&lock);
+    for (int i = 0; i < n; i++)
+        found[i] = hit[i] ? cache_fill(&rec[i], g) : NULL;
+}
+
+static const keel__alloc_t *find_locked(uintptr_t key)
+{
+    const keel__alloc_t *a;
+    find_locked_n(&key, NULL, 1, &a, NULL, NULL);
+    return a;
 }
 
 /* The entry is the thread's own copy, so the caller reads it in place: no
@@ -637,7 +674,7 @@ const keel__alloc_t *keel__registry_lookup(const void *ptr)
         if (i >= 0)
             return &c->a[i];
     }
-    return find_locked(key, 0, NULL, NULL);
+    return find_locked(key);
 }
 
 int keel__registry_lookup_cached(const void *const *ptrs, int n, const keel__alloc_t **out)
@@ -673,25 +710,48 @@ int keel__registry_find(const void *ptr, keel__alloc_t *out)
     return 1;
 }
 
-keel__ptr_class_t keel__registry_classify(const void *ptr, size_t bytes, keel__alloc_t *out)
+void keel__registry_classify_n(const void *const *ptrs, const size_t *bytes, int n, keel__alloc_t *out,
+                               keel__ptr_class_t *cls)
 {
-    uintptr_t key = (uintptr_t)ptr;
     unsigned long g = atomic_load_explicit(&generation, memory_order_acquire);
     lookup_cache_t *c = my_cache();
-    if (c->generation == g) {
-        int i = cache_hit(c, key);
-        if (i >= 0) {
-            *out = c->a[i];
-            return KEEL__PTR_LIVE;
+    uintptr_t keys[4];
+    size_t len[4];
+    int slot[4], misses = 0;
+    for (int i = 0; i < n; i++) {
+        uintptr_t key = (uintptr_t)ptrs[i];
+        int h = c->generation == g ? cache_hit(c, key) : -1;
+        if (h >= 0) {
+            out[i] = c->a[h];
+            cls[i] = KEEL__PTR_LIVE;
+        } else {
+            keys[misses] = key;
+            len[misses] = bytes[i];
+            slot[misses++] = i;
         }
     }
-    keel__ptr_class_t why = KEEL__PTR_UNKNOWN;
-    const keel__alloc_t *a = find_locked(key, bytes, &why, out);
-    if (a) {
-        *out = *a;
-        return KEEL__PTR_LIVE;
+    if (!misses)
+        return;
+    const keel__alloc_t *found[4];
+    keel__ptr_class_t why[4];
+    keel__alloc_t near[4];
+    find_locked_n(keys, len, misses, found, why, near);
+    for (int j = 0; j < misses; j++) {
+        int i = slot[j];
+        if (found[j]) {
+            out[i] = *found[j];
+            cls[i] = KEEL__PTR_LIVE;
+        } else if ((cls[i] = why[j]) != KEEL__PTR_UNKNOWN) {
+            out[i] = near[j];
+        }
     }
-    return why;
+}
+
+keel__ptr_class_t keel__registry_classify(const void *ptr, size_t bytes, keel__alloc_t *out)
+{
+    keel__ptr_class_t c;
+    keel__registry_classify_n(&ptr, &bytes, 1, out, &c);
+    return c;
 }
 
 void keel__registry_add_reach(uintptr_t base, struct keel_device *dev)
