@@ -41,7 +41,7 @@ static keel_status_t not_host_memory(const char *fn, const char *role, const voi
     }
 }
 
-/* A side whose registry class is c (*s->a filled for a live allocation or
+/* A side whose registry class is c (s->a filled for a live allocation or
  * a refused pointer): host memory, or a live allocation with room for bytes. */
 static keel_status_t side_finish(const char *fn, const char *role, const void *ptr, size_t bytes, keel__ptr_class_t c,
                                  side_t *s)

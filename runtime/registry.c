@@ -713,6 +713,14 @@ int keel__registry_find(const void *ptr, keel__alloc_t *out)
 void keel__registry_classify_n(const void *const *ptrs, const size_t *bytes, int n, keel__alloc_t *out,
                                keel__ptr_class_t *cls)
 {
+    const keel__alloc_t *cached[4];
+    if (keel__registry_lookup_cached(ptrs, n, cached)) { /* every pointer in one search of the cache */
+        for (int i = 0; i < n; i++) {
+            out[i] = *cached[i];
+            cls[i] = KEEL__PTR_LIVE;
+        }
+        return;
+    }
     unsigned long g = atomic_load_explicit(&generation, memory_order_acquire);
     lookup_cache_t *c = my_cache();
     uintptr_t keys[4];
