@@ -21,6 +21,17 @@
  * so the lookups and a steady allocate/free loop never touch it. Nodes are
  * recycled through a free list.
  *
+ * A stream-ordered block that is freed is parked rather than taken out:
+ * its node stays in the indexes, marked, and lookups pass over it. The
+ * next allocation at the same base and level (a stream allocating and
+ * freeing a temporary gets the same block from the vendor's pool) takes
+ * the node back as it is, so the pair touches the node and the parking
+ * array, not the index slots, the lists and the counts that an entry and a
+ * removal write: between vendor calls, which evict the registry's lines,
+ * each line is a miss. At most PARK_SLOTS nodes are parked; an allocation
+ * that overlaps one, a question about ranges, the free of the last live
+ * allocation and the teardown release them for good.
+ *
  * Beside the live allocations, a small record of recently freed blocks
  * (see internal.h for which blocks it may hold) lets a copy tell a freed
  * pointer from host memory. It is consulted only for a pointer that is in
@@ -38,6 +49,7 @@
 typedef struct node {
     keel__alloc_t a;
     int in_tree;
+    int parked;                 /* freed, kept in the indexes (see above) */
     struct node *prev, *next;   /* pending list while !in_tree; free list link */
     struct node *lprev, *lnext; /* every live allocation */
 } node_t;
@@ -51,6 +63,9 @@ static node_t *live;    /* every live allocation, newest first */
 static void *tree;      /* tsearch tree of node_t * ordered by a.base */
 static node_t *pending; /* allocations not yet in the tree */
 static node_t *spare;   /* recycled nodes */
+#define PARK_SLOTS 4
+static node_t *parked[PARK_SLOTS];
+static unsigned nparked;
 
 /* Every add and remove bumps the generation (under the lock). A thread keeps
  * the last sixteen allocations it found, tagged with the generation they were
@@ -303,7 +318,8 @@ static void index_remove(node_t *n)
 /* The live allocation starting at base, or NULL. */
 static node_t *find_base(uintptr_t base)
 {
-    return keel__ai_find(&by_base, base);
+    node_t *n = keel__ai_find(&by_base, base);
+    return n && !n->parked ? n : NULL;
 }
 
 /* The live allocation holding addr, or NULL: its base, else one block per
@@ -318,7 +334,7 @@ static node_t *find_holder(uintptr_t addr)
         uintptr_t key = block_key(l, addr);
         for (size_t i = keel__ai_first(&by_block, key); i != KEEL__AI_END; i = keel__ai_next(&by_block, key, i)) {
             node_t *c = by_block.slots[i].value;
-            if (addr - c->a.base < c->a.size)
+            if (addr - c->a.base < c->a.size && !c->parked)
                 return c;
         }
     }
@@ -334,6 +350,64 @@ static void release(node_t *n)
         pending_unlink(n);
     n->next = spare;
     spare = n;
+}
+
+/* ---- parked nodes (all under the lock) ---- */
+
+/* Takes parked[i] out of the array (the last one moves into its place). */
+static node_t *unpark(unsigned i)
+{
+    node_t *n = parked[i];
+    parked[i] = parked[--nparked];
+    n->parked = 0;
+    return n;
+}
+
+/* Releases every parked node: before a question about ranges, which the
+ * tree answers over every node it holds, and before the teardown. No
+ * lookup answers with a parked node, so no thread's cache changes. */
+static void release_parked(void)
+{
+    while (nparked)
+        release(unpark(nparked - 1));
+}
+
+/* Parks n, which remove_entry took out of the live allocations; the oldest
+ * parked node goes for good when the array is full. */
+static void park(node_t *n)
+{
+    if (nparked == PARK_SLOTS)
+        release(unpark(0));
+    n->parked = 1;
+    parked[nparked++] = n;
+}
+
+/* For an allocation a about to be added: the parked node it can take back
+ * (same base, same level and blocks, so its index entries hold), out of
+ * the array; every other parked node that overlaps a is released, so that
+ * no two nodes ever overlap. NULL when none fits. */
+static node_t *take_parked(const keel__alloc_t *a)
+{
+    unsigned l = level_of(a->size);
+    uintptr_t end = a->base + a->size;
+    node_t *fit = NULL;
+    for (unsigned i = 0; i < nparked;) {
+        node_t *p = parked[i];
+        if (!fit && p->a.base == a->base && level_of(p->a.size) == l &&
+            last_block_key(p, l) == block_key(l, end - 1)) {
+            fit = p;
+            i++;
+        } else if (p->a.base < end && a->base < p->a.base + p->a.size) {
+            release(unpark(i)); /* parked[i] is now another node */
+        } else {
+            i++;
+        }
+    }
+    if (fit)
+        for (unsigned i = 0; i < nparked; i++)
+            if (parked[i] == fit)
+                return unpark(i);
+    return NULL;
 }
 
 /* ---- the record of freed blocks (all under the lock) ---- */
@@ -406,7 +480,14 @@ static keel_status_t add(const keel__alloc_t *a)
     uintptr_t key = a->base;
     void *base = (void *)key;
     pthread_mutex_lock(&lock);
-    node_t *n = find_base(key);
+    node_t *n = nparked ? take_parked(a) : NULL;
+    if (n) {
+        n->a = *a; /* base and blocks as before: the indexes and the tree hold */
+        bump_generation();
+        pthread_mutex_unlock(&lock);
+        return KEEL_OK;
+    }
+    n = find_base(key);
     if (n) {
         pthread_mutex_unlock(&lock);
         return keel__set_error(KEEL_ERROR_INTERNAL, "allocation registry: the backend returned %p, which is still live",
@@ -421,6 +502,7 @@ static keel_status_t add(const keel__alloc_t *a)
                                "allocation registry: out of host memory to record %zu bytes at %p", a->size, base);
     }
     n->a = *a;
+    n->parked = 0;
     if (index_add(n) != 0) {
         n->next = spare;
         spare = n;
@@ -482,6 +564,7 @@ keel_status_t keel__registry_add_foreign(void *base, size_t size, keel_memory_ki
 {
     uintptr_t key = (uintptr_t)base;
     pthread_mutex_lock(&lock);
+    release_parked();
     int flushed = flush_pending() == 0;
     keel__alloc_t probe = {.base = key, .size = size};
     keel__alloc_t **slot = tfind(&probe, &tree, compare_overlap);
@@ -512,7 +595,15 @@ static keel_status_t remove_entry(void *base, keel__alloc_t *out, keel__alloc_t 
             *out = n->a;
         if (evicted && keel__reuse_keepable(n->a.size, n->a.stream_ordered))
             retire_locked(&n->a, KEEL__FREED_KEPT, evicted, nevicted);
-        release(n);
+        /* When the last live allocation goes, the parked ones go too: a
+         * registry with no live allocation holds no memory. */
+        if (n->a.stream_ordered && !n->a.foreign && by_base.count > nparked + 1) {
+            park(n);
+        } else {
+            release(n);
+            if (by_base.count == nparked)
+                release_parked();
+        }
         bump_generation();
         pthread_mutex_unlock(&lock);
         return KEEL_OK;
@@ -566,6 +657,7 @@ static keel__ptr_class_t explain_locked(uintptr_t key, size_t bytes, keel__alloc
     /* One search for [key - 1, end): an allocation holding key - 1 ends at
      * key (key itself is in none), any other overlaps [key, end). */
     uintptr_t from = key > 0 ? key - 1 : 0;
+    release_parked();
     int flushed = flush_pending() == 0;
     keel__alloc_t probe = {.base = from, .size = end - from};
     keel__alloc_t **slot = tfind(&probe, &tree, compare_overlap);
@@ -811,6 +903,7 @@ int keel__registry_take_any(keel__alloc_t *out)
 {
     int found = 0;
     pthread_mutex_lock(&lock);
+    release_parked();
     node_t *n = live;
     if (n) {
         *out = n->a;
@@ -833,6 +926,7 @@ int keel__registry_take_any(keel__alloc_t *out)
 void keel__registry_reset(void)
 {
     pthread_mutex_lock(&lock);
+    release_parked();
     while (live)
         release(live);
     keel__ai_clear(&by_base);

@@ -429,6 +429,63 @@ KT_DEVICE_TEST(stream_ordered_alloc_and_free)
     free(dst);
 }
 
+/* Stream-ordered blocks allocated and freed in a random order over two
+ * streams, with sizes that change, so that freed blocks come back at their
+ * old base with the same size and with another, and new blocks land over
+ * freed ones: after every step each live block answers for itself (its
+ * start and an interior address) and holds what was copied into it, and a
+ * freed pointer belongs to no allocation unless a live block now holds it. */
+KT_DEVICE_TEST(stream_ordered_blocks_come_back_at_their_base)
+{
+    enum { SLOTS = 8, ROUNDS = 300 };
+    static const size_t sizes[] = {1u << 16, (1u << 16) + 4096, 3u << 16, 1u << 20};
+    keel_stream_t *s[2] = {NULL, NULL};
+    KT_OK(keel_stream_create(dev, 0, 0, &s[0]));
+    KT_OK(keel_stream_create(dev, 0, 0, &s[1]));
+    unsigned char *live[SLOTS] = {0};
+    size_t size[SLOTS] = {0};
+    unsigned char src[256], back[256];
+    for (int round = 0; round < ROUNDS; round++) {
+        int i = (int)(kt_rand64() % SLOTS);
+        keel_stream_t *st = s[i % 2];
+        if (live[i]) {
+            unsigned char *gone = live[i];
+            KT_OK(keel_free_async(gone, st));
+            live[i] = NULL;
+            int held = 0;
+            for (int j = 0; j < SLOTS; j++)
+                held |= live[j] && gone + 8 >= live[j] && gone + 8 < live[j] + size[j];
+            if (!held)
+                check_info(gone + 8, KEEL_MEMORY_HOST, NULL, NULL, 0);
+        } else {
+            size[i] = sizes[kt_rand64() % 4];
+            KT_OK(keel_malloc_async(st, size[i], (void **)&live[i]));
+            kt_fill_random_bytes(src, sizeof src);
+            KT_OK(keel_memcpy_async(live[i] + size[i] - sizeof src, src, sizeof src, st));
+            kt_poison(back, sizeof back);
+            KT_OK(keel_memcpy_async(back, live[i] + size[i] - sizeof back, sizeof back, st));
+            KT_OK(keel_stream_synchronize(st));
+            ck_assert_msg(memcmp(src, back, sizeof src) == 0, "%sround %d: block %p does not hold its data", kt_where(),
+                          round, (void *)live[i]);
+        }
+        for (int j = 0; j < SLOTS; j++) {
+            if (!live[j])
+                continue;
+            check_info(live[j], KEEL_MEMORY_DEVICE, dev, live[j], size[j]);
+            check_info(live[j] + size[j] / 2 + 3, KEEL_MEMORY_DEVICE, dev, live[j], size[j]);
+        }
+        if (round % 40 == 39) { /* let the backend release what the streams freed */
+            KT_OK(keel_stream_synchronize(s[0]));
+            KT_OK(keel_stream_synchronize(s[1]));
+        }
+    }
+    for (int j = 0; j < SLOTS; j++)
+        if (live[j])
+            KT_OK(keel_free_async(live[j], s[j % 2]));
+    KT_OK(keel_stream_destroy(s[0]));
+    KT_OK(keel_stream_destroy(s[1]));
+}
+
 /* A block freed with keel_free_async is kept on its stream: the next
  * keel_malloc_async of the same size there gets it back at once, while the
  * stream is still held (so no backend free can have happened), and another
@@ -853,6 +910,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, pointer_info_of_host_memory_and_bad_arguments);
     kt_add_device_test(tc, stream_ordered_alloc_and_free);
     kt_add_device_test(tc, freed_block_is_reused_on_its_own_stream_only);
+    kt_add_device_test(tc, stream_ordered_blocks_come_back_at_their_base);
     kt_add_device_test(tc, free_waits_for_queued_work_on_the_memory);
     kt_add_device_test(tc, copies_between_devices_of_one_backend);
     kt_add_device_test(tc, memory_of_different_backends);
