@@ -372,8 +372,8 @@ static void release_parked(void)
         release(unpark(nparked - 1));
 }
 
-/* Parks n, which remove_entry took out of the live allocations; the oldest
- * parked node goes for good when the array is full. */
+/* Parks n, which remove_entry took out of the live allocations; when the
+ * array is full, the node in its first slot goes for good. */
 static void park(node_t *n)
 {
     if (nparked == PARK_SLOTS)
