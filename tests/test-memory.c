@@ -539,6 +539,39 @@ KT_DEVICE_TEST(freed_block_is_reused_on_its_own_stream_only)
     free(dst);
 }
 
+/* Pageable copies of sizes around and past the staging threshold (the GPU
+ * plugins stage copies of 2 MiB and more through pinned buffers, in chunks
+ * that start small, grow to the slot size and shrink again at the end of a
+ * device-to-host copy), from and to unaligned host addresses: random bytes
+ * go to the device and back exact, and the bytes around the destination
+ * stay as they were. */
+KT_DEVICE_TEST(pageable_copies_of_every_chunking_round_trip)
+{
+    static const size_t sizes[] = {(2u << 20) - 1, 2u << 20, (2u << 20) + 1, (3u << 20) + 12345,
+                                   (9u << 20) + 7, (23u << 20) + 4097};
+    const size_t most = (23u << 20) + 4097, pad = 64;
+    unsigned char *src = malloc(most + pad), *dst = malloc(most + 2 * pad), *guard = malloc(most + 2 * pad);
+    ck_assert_msg(src && dst && guard, "%sno host memory for the test", kt_where());
+    void *d = NULL;
+    KT_OK(keel_malloc(dev, most, &d));
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i], so = 1 + i % 7, doff = pad + 3 * (i % 5);
+        kt_fill_random_bytes(src, most + pad);
+        kt_fill_random_bytes(dst, most + 2 * pad);
+        memcpy(guard, dst, most + 2 * pad);
+        KT_OK(keel_memcpy(d, src + so, n));
+        KT_OK(keel_memcpy(dst + doff, d, n));
+        ck_assert_msg(memcmp(dst + doff, src + so, n) == 0, "%s%zu bytes did not come back exact", kt_where(), n);
+        ck_assert_msg(memcmp(dst, guard, doff) == 0 &&
+                          memcmp(dst + doff + n, guard + doff + n, most + 2 * pad - doff - n) == 0,
+                      "%sa copy of %zu bytes wrote outside its destination", kt_where(), n);
+    }
+    KT_OK(keel_free(d));
+    free(src);
+    free(dst);
+    free(guard);
+}
+
 /* keel_free waits for the device's work: a copy out of the memory that is
  * queued behind a slow host function must still see the data. */
 KT_DEVICE_TEST(free_waits_for_queued_work_on_the_memory)
@@ -910,6 +943,7 @@ static Suite *suite(void)
     kt_add_device_test(tc, pointer_info_of_host_memory_and_bad_arguments);
     kt_add_device_test(tc, stream_ordered_alloc_and_free);
     kt_add_device_test(tc, freed_block_is_reused_on_its_own_stream_only);
+    kt_add_device_test(tc, pageable_copies_of_every_chunking_round_trip);
     kt_add_device_test(tc, stream_ordered_blocks_come_back_at_their_base);
     kt_add_device_test(tc, free_waits_for_queued_work_on_the_memory);
     kt_add_device_test(tc, copies_between_devices_of_one_backend);

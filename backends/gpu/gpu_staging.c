@@ -18,8 +18,8 @@ enum {
     STAGING_SLOTS = 4,
     STAGING_CHUNK_DEFAULT = 4 << 20,  /* bytes per slot; KEEL_GPU_STAGING_CHUNK_KB overrides */
     STAGING_MIN_COPY = 2 << 20,       /* below this the driver's own path is as good */
-    COPY_MAX_THREADS = 16,
-    COPY_MIN_SLICE = 256 << 10        /* below this a slice is not worth a thread */
+    STAGING_FIRST_CHUNK = 1 << 20,    /* the first chunk of a copy (see chunk_at) */
+    COPY_MAX_THREADS = 16
 };
 
 struct keel__gpu_staging {
@@ -34,10 +34,19 @@ struct keel__gpu_staging {
  *
  * A staged copy posts one job per chunk, every hundred microseconds or so.
  * Waking sleeping threads costs tens of microseconds in a virtual machine,
- * so helpers spin for a while after a job before they sleep, and the caller
- * spins for the helpers to finish (it would be copying anyway). */
+ * so helpers spin for a while after a job before they sleep. A job is cut
+ * into pieces that the caller and the helpers claim one at a time: the
+ * caller starts at once, a helper joins when it is awake, and the job ends
+ * when its last piece is copied, without waiting for a helper that woke
+ * late or not at all.
+ *
+ * The job's fields are published like a sequence lock: gen is odd while
+ * the caller writes them and even once they hold. A helper that saw an even
+ * gen counts itself inside and reads gen again; the caller, after making
+ * gen odd, waits until nobody is inside. Either the helper sees the odd gen
+ * and leaves, or the caller sees it inside and waits (both are seq_cst). */
 
-enum { SPIN_NS = 500000 };
+enum { SPIN_NS = 500000, PIECE = 256 << 10 };
 
 static struct {
     pthread_once_t once;
@@ -46,27 +55,18 @@ static struct {
     pthread_cond_t go;
     atomic_int sleepers;
     int helpers;                      /* threads besides the caller; fixed once started */
-    atomic_ulong gen;                 /* bumped for each job; the job fields are set before */
+    atomic_ulong gen;                 /* odd while the job's fields are written */
+    atomic_int inside;                /* helpers that may read the job's fields */
     char *dst;
     const char *src;
     size_t bytes;
-    atomic_int pending;
+    size_t pieces;
+    atomic_size_t next;               /* the next piece to claim */
+    atomic_size_t copied;             /* pieces done */
 } pool = {.once = PTHREAD_ONCE_INIT,
           .job_lock = PTHREAD_MUTEX_INITIALIZER,
           .m = PTHREAD_MUTEX_INITIALIZER,
           .go = PTHREAD_COND_INITIALIZER};
-
-static void slice_of(size_t bytes, int parts, int k, size_t *off, size_t *len)
-{
-    size_t per = (bytes / (size_t)parts + 63) & ~(size_t)63;
-    size_t a = per * (size_t)k, b = a + per;
-    if (a > bytes)
-        a = bytes;
-    if (b > bytes || k == parts - 1)
-        b = bytes;
-    *off = a;
-    *len = b - a;
-}
 
 static uint64_t now_ns(void)
 {
@@ -82,13 +82,14 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* Waits until gen is even and not seen; returns it. */
 static unsigned long wait_for_job(unsigned long seen)
 {
     uint64_t until = now_ns() + SPIN_NS;
     unsigned spins = 0;
     for (;;) {
         unsigned long g = atomic_load_explicit(&pool.gen, memory_order_acquire);
-        if (g != seen)
+        if (g != seen && !(g & 1))
             return g;
         cpu_relax();
         /* Yielding now and then keeps an oversubscribed machine moving. */
@@ -101,24 +102,37 @@ static unsigned long wait_for_job(unsigned long seen)
     pthread_mutex_lock(&pool.m);
     atomic_fetch_add(&pool.sleepers, 1);
     unsigned long g;
-    while ((g = atomic_load(&pool.gen)) == seen)
+    while ((g = atomic_load(&pool.gen)) == seen || (g & 1))
         pthread_cond_wait(&pool.go, &pool.m);
     atomic_fetch_sub(&pool.sleepers, 1);
     pthread_mutex_unlock(&pool.m);
     return g;
 }
 
+/* Claims and copies pieces of the current job until none is left. */
+static void copy_pieces(void)
+{
+    for (;;) {
+        size_t i = atomic_fetch_add_explicit(&pool.next, 1, memory_order_relaxed);
+        if (i >= pool.pieces)
+            return;
+        size_t off = i * PIECE, len = pool.bytes - off < PIECE ? pool.bytes - off : PIECE;
+        memcpy(pool.dst + off, pool.src + off, len);
+        atomic_fetch_add_explicit(&pool.copied, 1, memory_order_release);
+    }
+}
+
 static void *copy_worker(void *arg)
 {
-    int me = (int)(intptr_t)arg;      /* 1..helpers; the caller is part 0 */
+    (void)arg;
     unsigned long seen = 0;
     for (;;) {
-        seen = wait_for_job(seen);
-        size_t off, len;
-        slice_of(pool.bytes, pool.helpers + 1, me, &off, &len);
-        if (len)
-            memcpy(pool.dst + off, pool.src + off, len);
-        atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_release);
+        unsigned long g = wait_for_job(seen);
+        atomic_fetch_add(&pool.inside, 1);
+        if (atomic_load(&pool.gen) == g) /* still that job: its fields hold */
+            copy_pieces();
+        atomic_fetch_sub_explicit(&pool.inside, 1, memory_order_release);
+        seen = g;
     }
     return NULL;
 }
@@ -148,44 +162,47 @@ static void pool_start(void)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pool.helpers = (int)want - 1; /* read by the helpers: set before they start */
     for (int i = 1; i < (int)want; i++) {
         pthread_t t;
-        if (KEEL_GPU_PTHREAD_CREATE(&t, &attr, copy_worker, (void *)(intptr_t)i) != 0)
+        if (KEEL_GPU_PTHREAD_CREATE(&t, &attr, copy_worker, NULL) != 0)
             break;
         started++;
     }
     pthread_attr_destroy(&attr);
-    if (started < pool.helpers) {
-        /* Fewer helpers than parts: the parts of the missing ones would never
-         * be copied, so fall back to copying alone. The started ones idle. */
-        pool.helpers = 0;
-    }
+    /* Fewer threads than asked for copy fewer pieces each: the job needs
+     * none of them in particular. Set once, before the first job. */
+    pool.helpers = started;
 }
 
 static void parallel_memcpy(void *dst, const void *src, size_t bytes)
 {
     pthread_once(&pool.once, pool_start);
-    int helpers = pool.helpers;
-    if (helpers == 0 || bytes < 2 * (size_t)COPY_MIN_SLICE) {
+    if (pool.helpers == 0 || bytes < 2 * (size_t)PIECE) {
         memcpy(dst, src, bytes);
         return;
     }
     pthread_mutex_lock(&pool.job_lock);
+    atomic_fetch_add(&pool.gen, 1); /* odd: helpers keep out */
+    for (unsigned spins = 1; atomic_load(&pool.inside) > 0; spins++) {
+        cpu_relax(); /* a helper leaving the last job, or backing off */
+        if (spins % 256 == 0)
+            sched_yield();
+    }
     pool.dst = dst;
     pool.src = src;
     pool.bytes = bytes;
-    atomic_store_explicit(&pool.pending, helpers, memory_order_relaxed);
-    atomic_fetch_add(&pool.gen, 1); /* seq_cst: pairs with the sleepers count */
+    pool.pieces = (bytes + PIECE - 1) / PIECE;
+    atomic_store_explicit(&pool.next, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool.copied, 0, memory_order_relaxed);
+    atomic_fetch_add(&pool.gen, 1); /* even: published */
     if (atomic_load(&pool.sleepers) > 0) {
         pthread_mutex_lock(&pool.m);
         pthread_cond_broadcast(&pool.go);
         pthread_mutex_unlock(&pool.m);
     }
-    size_t off, len;
-    slice_of(bytes, helpers + 1, 0, &off, &len);
-    memcpy(dst, src, len);
-    for (unsigned spins = 1; atomic_load_explicit(&pool.pending, memory_order_acquire) > 0; spins++) {
+    copy_pieces();
+    /* The pieces others claimed: copied soon, as their threads are running. */
+    for (unsigned spins = 1; atomic_load_explicit(&pool.copied, memory_order_acquire) < pool.pieces; spins++) {
         cpu_relax();
         if (spins % 256 == 0)
             sched_yield();
@@ -271,6 +288,21 @@ int keel__gpu_staging_wanted(keel__gpu_stream_t *s, size_t bytes)
     return cs == gpuStreamCaptureStatusNone;
 }
 
+/* The size of the chunk at off. The first ones are small, so that the copy
+ * engine starts (H2D) or the host starts draining (D2H) after a few tens of
+ * microseconds instead of one whole chunk's time; they double up to the
+ * slot size. With shrink, the last ones halve again, so that the host's
+ * drain of the last chunk (D2H) is short as well. */
+static size_t chunk_at(size_t off, size_t bytes, size_t slot, int shrink)
+{
+    size_t n = off > STAGING_FIRST_CHUNK ? off : STAGING_FIRST_CHUNK;
+    if (shrink && n > (bytes - off) / 2)
+        n = (bytes - off) / 2 > STAGING_FIRST_CHUNK ? (bytes - off) / 2 : STAGING_FIRST_CHUNK;
+    if (n > slot)
+        n = slot;
+    return n < bytes - off ? n : bytes - off;
+}
+
 keel_status_t keel__gpu_staged_h2d(keel__gpu_stream_t *s, void *dst, const void *src, size_t bytes,
                                    const char *fn)
 {
@@ -283,7 +315,7 @@ keel_status_t keel__gpu_staged_h2d(keel__gpu_stream_t *s, void *dst, const void 
     const char *what = NULL;
     size_t done = 0;
     for (int slot = 0; done < bytes; slot = (slot + 1) % STAGING_SLOTS) {
-        size_t n = bytes - done < st->chunk ? bytes - done : st->chunk;
+        size_t n = chunk_at(done, bytes, st->chunk, 0);
         if (st->used[slot] && (err = gpuEventSynchronize(st->done[slot])) != gpuSuccess) {
             what = KEEL_GPU_NAME(gpuEventSynchronize) " on a staging buffer";
             break;
@@ -314,23 +346,21 @@ keel_status_t keel__gpu_staged_d2h(keel__gpu_stream_t *s, void *dst, const void 
     if (status != KEEL_OK)
         return status;
     pthread_mutex_lock(&st->lock);
-    const size_t chunk = st->chunk;
-    size_t nchunks = (bytes + chunk - 1) / chunk;
     gpuError_t err = gpuSuccess;
     const char *what = NULL;
-    size_t issued = 0;
+    size_t at[STAGING_SLOTS], len[STAGING_SLOTS]; /* the chunk in each slot */
+    size_t issued = 0, drained = 0, next = 0, left = bytes;
     /* Keeps STAGING_SLOTS chunks in flight on the copy engine while the host
      * drains the oldest one. */
-    for (size_t i = 0; i < nchunks && err == gpuSuccess; i++) {
-        for (; issued < nchunks && issued < i + STAGING_SLOTS; issued++) {
+    while (left > 0 && err == gpuSuccess) {
+        for (; next < bytes && issued < drained + STAGING_SLOTS; issued++) {
             int slot = (int)(issued % STAGING_SLOTS);
-            size_t off = issued * chunk;
-            size_t n = bytes - off < chunk ? bytes - off : chunk;
+            size_t n = chunk_at(next, bytes, st->chunk, 1);
             if (st->used[slot] && (err = gpuStreamWaitEvent(s->stream, st->done[slot], 0)) != gpuSuccess) {
                 what = KEEL_GPU_NAME(gpuStreamWaitEvent) " on a staging buffer";
                 break;
             }
-            err = gpuMemcpyAsync(st->buf[slot], (const char *)src + off, n, gpuMemcpyDeviceToHost, s->stream);
+            err = gpuMemcpyAsync(st->buf[slot], (const char *)src + next, n, gpuMemcpyDeviceToHost, s->stream);
             if (err != gpuSuccess) {
                 what = KEEL_GPU_NAME(gpuMemcpyAsync) " into a staging buffer";
                 break;
@@ -341,18 +371,21 @@ keel_status_t keel__gpu_staged_d2h(keel__gpu_stream_t *s, void *dst, const void 
                 break;
             }
             st->used[slot] = 1;
+            at[slot] = next;
+            len[slot] = n;
+            next += n;
         }
         if (err != gpuSuccess)
             break;
-        int slot = (int)(i % STAGING_SLOTS);
-        size_t off = i * chunk;
-        size_t n = bytes - off < chunk ? bytes - off : chunk;
+        int slot = (int)(drained % STAGING_SLOTS);
         err = gpuEventSynchronize(st->done[slot]);
         if (err != gpuSuccess) {
             what = KEEL_GPU_NAME(gpuEventSynchronize) " on a staging buffer";
             break;
         }
-        parallel_memcpy((char *)dst + off, st->buf[slot], n);
+        parallel_memcpy((char *)dst + at[slot], st->buf[slot], len[slot]);
+        left -= len[slot];
+        drained++;
     }
     pthread_mutex_unlock(&st->lock);
     return err == gpuSuccess ? KEEL_OK : keel__gpu_error(err, fn, what);
