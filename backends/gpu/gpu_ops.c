@@ -46,18 +46,18 @@ static keel_status_t gpu_transpose(void *ctx, keel_dtype_t dt, size_t rows, size
                                    size_t lds, void *dst, size_t ldd)
 {
     return keel__gpu_launched(
-        keel__gpu_transpose(keel__gpu_op_stream(ctx), keel__dtype_size(dt), rows, cols, src, lds, dst, ldd),
+        keel__gpu_transpose(keel__gpu_launch_stream(ctx), keel__dtype_size(dt), rows, cols, src, lds, dst, ldd),
         "keel_transpose");
 }
 
 static keel_status_t gpu_unary(void *ctx, keel_unary_op_t op, keel_dtype_t dt, size_t n, const void *x, void *y)
 {
-    return keel__gpu_launched(keel__gpu_unary(keel__gpu_op_stream(ctx), (int)op, (int)dt, n, x, y), "keel_unary");
+    return keel__gpu_launched(keel__gpu_unary(keel__gpu_launch_stream(ctx), (int)op, (int)dt, n, x, y), "keel_unary");
 }
 
 static keel_status_t gpu_binary(void *ctx, const keel_binary_args_t *a)
 {
-    gpuError_t err = keel__gpu_binary(keel__gpu_op_stream(ctx), (int)a->op, (int)a->dtype, (int)a->broadcast,
+    gpuError_t err = keel__gpu_binary(keel__gpu_launch_stream(ctx), (int)a->op, (int)a->dtype, (int)a->broadcast,
                                       a->rows, a->cols, a->alpha, a->a, a->lda, a->beta, a->b, a->ldb, a->y, a->ldy);
     return keel__gpu_launched(err, "keel_binary");
 }

@@ -24,6 +24,24 @@ static inline gpuStream_t keel__gpu_op_stream(void *stream_ctx)
     return s->stream;
 }
 
+/* The stream of an operation that only launches built-in kernels. CUDA: a
+ * kernel launched through its CUkernel handle runs in the context of the
+ * stream it is given (cuLaunchKernel; kernels/gpu/gpu_launch.cuh), so the
+ * stream's device need not be made current, which spares a cudaGetDevice
+ * per call; where a kernel has no handle, the launch path makes the device
+ * current itself. HIP, and CUDA runtimes without cudaStreamGetDevice: as
+ * keel__gpu_op_stream. */
+static inline gpuStream_t keel__gpu_launch_stream(void *stream_ctx)
+{
+#if defined(KEEL_GPU_HIP) || CUDART_VERSION < 12080
+    return keel__gpu_op_stream(stream_ctx);
+#else
+    keel__gpu_stream_t *s = stream_ctx;
+    keel__gpu_stream_touch(s);
+    return s->stream;
+#endif
+}
+
 /* A failed launch or copy of @p keel_fn as a Keel status. */
 static inline keel_status_t keel__gpu_launched(gpuError_t err, const char *keel_fn)
 {

@@ -4,8 +4,8 @@
 // launch's own error.
 //
 // CUDA: through the driver's cuLaunchKernel, with K's CUkernel handle (from
-// cudaGetKernel, looked up once per kernel; the driver resolves it in the
-// current context, which the plugin has made the stream's device's). That
+// cudaGetKernel, looked up once per kernel; the driver runs it in the
+// context of the stream it is given, whatever device is current). That
 // skips the runtime's own launch path and the cudaGetLastError after it, so
 // a built-in operation's launch costs what an application kernel's does
 // through keel_launch_kernel. Where there is no handle, the runtime
@@ -45,6 +45,14 @@ template <typename... P> struct KernelParams<void (*)(P...)> {
         if (handle && keel__cu.LaunchKernel)
             return (cudaError_t)keel__cu.LaunchKernel((CUfunction)handle, g.x, g.y, g.z, b.x, b.y, b.z,
                                                       (unsigned)shared, (CUstream)s, args, nullptr);
+#if CUDART_VERSION >= 12080
+        // the runtime launches on the current device: the stream's, which
+        // a caller through keel__gpu_launch_stream has not made current
+        int want = 0, cur = 0;
+        if (cudaStreamGetDevice(s, &want) == cudaSuccess && cudaGetDevice(&cur) == cudaSuccess && cur != want)
+            (void)cudaSetDevice(want);
+        (void)cudaGetLastError();
+#endif
         return cudaLaunchKernel((const void *)K, g, b, args, shared, s);
 #endif
     }
