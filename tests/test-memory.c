@@ -540,11 +540,10 @@ KT_DEVICE_TEST(freed_block_is_reused_on_its_own_stream_only)
 }
 
 /* Pageable copies of sizes around and past the staging threshold (the GPU
- * plugins stage copies of 2 MiB and more through pinned buffers, in chunks
- * that start small, grow to the slot size and shrink again at the end of a
- * device-to-host copy), from and to unaligned host addresses: random bytes
- * go to the device and back exact, and the bytes around the destination
- * stay as they were. */
+ * plugins stage copies of 2 MiB and more through pinned buffers, chunk by
+ * chunk, each chunk copied by the host in 256 KiB pieces), from and to
+ * unaligned host addresses: random bytes go to the device and back exact,
+ * and the bytes around the destination stay as they were. */
 KT_DEVICE_TEST(pageable_copies_of_every_chunking_round_trip)
 {
     static const size_t sizes[] = {(2u << 20) - 1, 2u << 20, (2u << 20) + 1, (3u << 20) + 12345,

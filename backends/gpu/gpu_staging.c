@@ -18,7 +18,6 @@ enum {
     STAGING_SLOTS = 4,
     STAGING_CHUNK_DEFAULT = 4 << 20,  /* bytes per slot; KEEL_GPU_STAGING_CHUNK_KB overrides */
     STAGING_MIN_COPY = 2 << 20,       /* below this the driver's own path is as good */
-    STAGING_FIRST_CHUNK = 1 << 20,    /* the first chunk of a copy (see chunk_at) */
     COPY_MAX_THREADS = 16
 };
 
@@ -288,21 +287,6 @@ int keel__gpu_staging_wanted(keel__gpu_stream_t *s, size_t bytes)
     return cs == gpuStreamCaptureStatusNone;
 }
 
-/* The size of the chunk at off. The first ones are small, so that the copy
- * engine starts (H2D) or the host starts draining (D2H) after a few tens of
- * microseconds instead of one whole chunk's time; they double up to the
- * slot size. With shrink, the last ones halve again, so that the host's
- * drain of the last chunk (D2H) is short as well. */
-static size_t chunk_at(size_t off, size_t bytes, size_t slot, int shrink)
-{
-    size_t n = off > STAGING_FIRST_CHUNK ? off : STAGING_FIRST_CHUNK;
-    if (shrink && n > (bytes - off) / 2)
-        n = (bytes - off) / 2 > STAGING_FIRST_CHUNK ? (bytes - off) / 2 : STAGING_FIRST_CHUNK;
-    if (n > slot)
-        n = slot;
-    return n < bytes - off ? n : bytes - off;
-}
-
 keel_status_t keel__gpu_staged_h2d(keel__gpu_stream_t *s, void *dst, const void *src, size_t bytes,
                                    const char *fn)
 {
@@ -315,7 +299,7 @@ keel_status_t keel__gpu_staged_h2d(keel__gpu_stream_t *s, void *dst, const void 
     const char *what = NULL;
     size_t done = 0;
     for (int slot = 0; done < bytes; slot = (slot + 1) % STAGING_SLOTS) {
-        size_t n = chunk_at(done, bytes, st->chunk, 0);
+        size_t n = bytes - done < st->chunk ? bytes - done : st->chunk;
         if (st->used[slot] && (err = gpuEventSynchronize(st->done[slot])) != gpuSuccess) {
             what = KEEL_GPU_NAME(gpuEventSynchronize) " on a staging buffer";
             break;
@@ -355,7 +339,7 @@ keel_status_t keel__gpu_staged_d2h(keel__gpu_stream_t *s, void *dst, const void 
     while (left > 0 && err == gpuSuccess) {
         for (; next < bytes && issued < drained + STAGING_SLOTS; issued++) {
             int slot = (int)(issued % STAGING_SLOTS);
-            size_t n = chunk_at(next, bytes, st->chunk, 1);
+            size_t n = bytes - next < st->chunk ? bytes - next : st->chunk;
             if (st->used[slot] && (err = gpuStreamWaitEvent(s->stream, st->done[slot], 0)) != gpuSuccess) {
                 what = KEEL_GPU_NAME(gpuStreamWaitEvent) " on a staging buffer";
                 break;
