@@ -152,21 +152,21 @@ inline bool async_copy_ok()
     return cached[dev] > 0;
 }
 
-// Half types: softmax over rows of 257 to 16384 aligned packs (2k to 128k
-// values), and layer norm over rows past one block's 2048 packs (16k
-// values), take the streamed kernel, which also keeps each value (or
+// Half types: rows past one block's 2048 packs (16k values) up to a
+// cluster of 8 take the streamed kernel, which also keeps each value (or
 // exponential) in float so the output pass converts and exponentiates
-// nothing again. Measured on the H200 against the register-resident block
-// kernels, fraction of copy bandwidth: bf16 softmax 4096 to 16384 columns
-// 0.62-0.68 -> 0.81-0.88, 65536 columns 0.45 -> 0.66; bf16 layer norm
-// 32768 to 131072 columns 0.42-0.64 -> 0.50-0.71 (from 4096 to 16384
-// columns the block kernel is as fast). f32 softmax past what a cluster of
-// 8 holds in registers (131072 values) up to 262144 values takes it on a
-// cluster of 16, eight packs a thread, instead of the general kernel that
-// reads each row twice: 256 x 262144 on an H100, 0.63 -> 0.72 of copy
-// (f32 layer norm there measured 0.64 -> 0.56, and half types past 8
-// blocks 0.56 -> 0.43-0.55, so those keep their kernels). *done says
-// whether it was launched.
+// nothing again. Measured on the H200 against the register-resident
+// cluster kernels, fraction of copy bandwidth: bf16 softmax 65536 columns
+// 0.45 -> 0.66; bf16 layer norm 32768 to 131072 columns 0.42-0.64 ->
+// 0.50-0.71. Up to one block's packs the register-resident block kernel
+// is the faster one for both (H100, bf16 softmax at 4096 and 16384
+// columns: 0.98 of copy against 0.85-0.86 streamed). f32 softmax past
+// what a cluster of 8 holds in registers (131072 values) up to 262144
+// values takes it on a cluster of 16, eight packs a thread, instead of the
+// general kernel that reads each row twice: 256 x 262144 on an H100, 0.63
+// -> 0.73 of copy (f32 layer norm there measured 0.64 -> 0.56, and half
+// types past 8 blocks 0.56 -> 0.43-0.55, so those keep their kernels).
+// *done says whether it was launched.
 template <typename T, bool LN>
 cudaError_t launch_rows_streamed(cudaStream_t s, size_t rows, size_t cols, const T *x, size_t ldx, const T *gm,
                                  const T *bt, double eps, int lg, T *y, size_t ldy, bool *done)
@@ -179,7 +179,7 @@ cudaError_t launch_rows_streamed(cudaStream_t s, size_t rows, size_t cols, const
         return cudaSuccess;
     } else {
         size_t np = cols / Pack<T>::N;
-        size_t least = f32 ? 8 * per_block : LN ? per_block : 256, most = (f32 ? 16 : 8) * per_block;
+        size_t least = f32 ? 8 * per_block : per_block, most = (f32 ? 16 : 8) * per_block;
         if (rows == 0 || !row_vec_ok<T>(cols, ldx, ldy, x, y) || (gm && !aligned16(gm)) || (bt && !aligned16(bt)) ||
             np <= least || np > most || !async_copy_ok())
             return cudaSuccess;
