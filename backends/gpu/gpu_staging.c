@@ -330,21 +330,23 @@ keel_status_t keel__gpu_staged_d2h(keel__gpu_stream_t *s, void *dst, const void 
     if (status != KEEL_OK)
         return status;
     pthread_mutex_lock(&st->lock);
+    const size_t chunk = st->chunk;
+    size_t nchunks = (bytes + chunk - 1) / chunk;
     gpuError_t err = gpuSuccess;
     const char *what = NULL;
-    size_t at[STAGING_SLOTS], len[STAGING_SLOTS]; /* the chunk in each slot */
-    size_t issued = 0, drained = 0, next = 0, left = bytes;
+    size_t issued = 0;
     /* Keeps STAGING_SLOTS chunks in flight on the copy engine while the host
      * drains the oldest one. */
-    while (left > 0 && err == gpuSuccess) {
-        for (; next < bytes && issued < drained + STAGING_SLOTS; issued++) {
+    for (size_t i = 0; i < nchunks && err == gpuSuccess; i++) {
+        for (; issued < nchunks && issued < i + STAGING_SLOTS; issued++) {
             int slot = (int)(issued % STAGING_SLOTS);
-            size_t n = bytes - next < st->chunk ? bytes - next : st->chunk;
+            size_t off = issued * chunk;
+            size_t n = bytes - off < chunk ? bytes - off : chunk;
             if (st->used[slot] && (err = gpuStreamWaitEvent(s->stream, st->done[slot], 0)) != gpuSuccess) {
                 what = KEEL_GPU_NAME(gpuStreamWaitEvent) " on a staging buffer";
                 break;
             }
-            err = gpuMemcpyAsync(st->buf[slot], (const char *)src + next, n, gpuMemcpyDeviceToHost, s->stream);
+            err = gpuMemcpyAsync(st->buf[slot], (const char *)src + off, n, gpuMemcpyDeviceToHost, s->stream);
             if (err != gpuSuccess) {
                 what = KEEL_GPU_NAME(gpuMemcpyAsync) " into a staging buffer";
                 break;
@@ -355,21 +357,18 @@ keel_status_t keel__gpu_staged_d2h(keel__gpu_stream_t *s, void *dst, const void 
                 break;
             }
             st->used[slot] = 1;
-            at[slot] = next;
-            len[slot] = n;
-            next += n;
         }
         if (err != gpuSuccess)
             break;
-        int slot = (int)(drained % STAGING_SLOTS);
+        int slot = (int)(i % STAGING_SLOTS);
+        size_t off = i * chunk;
+        size_t n = bytes - off < chunk ? bytes - off : chunk;
         err = gpuEventSynchronize(st->done[slot]);
         if (err != gpuSuccess) {
             what = KEEL_GPU_NAME(gpuEventSynchronize) " on a staging buffer";
             break;
         }
-        parallel_memcpy((char *)dst + at[slot], st->buf[slot], len[slot]);
-        left -= len[slot];
-        drained++;
+        parallel_memcpy((char *)dst + off, st->buf[slot], n);
     }
     pthread_mutex_unlock(&st->lock);
     return err == gpuSuccess ? KEEL_OK : keel__gpu_error(err, fn, what);
