@@ -185,8 +185,9 @@ static inline void keel__gpu_stream_touch(keel__gpu_stream_t *s)
 
 /* ---- pageable copies through pinned staging (gpu_staging.c) ---- */
 /* Whether a copy between pageable host memory and the device of @p bytes
- * goes through staging (large enough, and the stream is not capturing). */
-KEEL_GPU_HIDDEN int keel__gpu_staging_wanted(keel__gpu_stream_t *s, size_t bytes);
+ * goes through staging: a device-to-host copy (@p d2h) of any size, a
+ * host-to-device one from 2 MiB, and never while the stream captures. */
+KEEL_GPU_HIDDEN int keel__gpu_staging_wanted(keel__gpu_stream_t *s, size_t bytes, int d2h);
 /* Copy pageable @p src to device @p dst on @p s; returns once @p src may be reused. */
 KEEL_GPU_HIDDEN keel_status_t keel__gpu_staged_h2d(keel__gpu_stream_t *s, void *dst, const void *src, size_t bytes,
                                                    const char *keel_fn);

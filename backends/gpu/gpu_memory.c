@@ -109,9 +109,9 @@ static keel_status_t copy(keel__gpu_stream_t *s, void *dst, keel_memory_kind_t d
                           keel_memory_kind_t sk, size_t bytes, const char *fn, int *synced)
 {
     *synced = 0;
-    if (sk == KEEL_MEMORY_HOST && dk == KEEL_MEMORY_DEVICE && keel__gpu_staging_wanted(s, bytes))
+    if (sk == KEEL_MEMORY_HOST && dk == KEEL_MEMORY_DEVICE && keel__gpu_staging_wanted(s, bytes, 0))
         return keel__gpu_staged_h2d(s, dst, src, bytes, fn);
-    if (dk == KEEL_MEMORY_HOST && sk == KEEL_MEMORY_DEVICE && keel__gpu_staging_wanted(s, bytes)) {
+    if (dk == KEEL_MEMORY_HOST && sk == KEEL_MEMORY_DEVICE && keel__gpu_staging_wanted(s, bytes, 1)) {
         *synced = 1;
         return keel__gpu_staged_d2h(s, dst, src, bytes, fn);
     }

