@@ -541,7 +541,8 @@ KT_DEVICE_TEST(freed_block_is_reused_on_its_own_stream_only)
 
 /* Pageable copies of sizes around and past the staging threshold (the GPU
  * plugins stage copies of 2 MiB and more through pinned buffers, chunk by
- * chunk, each chunk copied by the host in 256 KiB pieces), from and to
+ * chunk, each chunk copied by the host in 256 KiB pieces; smaller
+ * device-to-host ones go through the stream's pinned buffer), from and to
  * unaligned host addresses: random bytes go to the device and back exact,
  * and the bytes around the destination stay as they were. */
 KT_DEVICE_TEST(pageable_copies_of_every_chunking_round_trip)

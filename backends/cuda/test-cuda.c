@@ -2,7 +2,8 @@
 /* CUDA-specific tests of keel-cuda.so, beyond the conformance suites of
  * tests/: NVRTC and its disk cache, modules from PTX in memory and in files,
  * attributes and occupancy, graphs, events across streams, pageable copies
- * through staging, peer copies, out-of-memory recovery and the error texts.
+ * through staging and the stream's pinned buffer, copies with another
+ * library's device memory, peer copies, out-of-memory recovery and the error texts.
  * Skips (77) when the CUDA backend is not usable. Runs in one process
  * (CK_NOFORK): a CUDA context does not survive a fork. */
 #include <check.h>
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include "keel.h"
 
 #define OK(call)                                                                                           \
@@ -167,7 +169,10 @@ END_TEST
 
 START_TEST(test_pageable_sizes)
 {
-    size_t sizes[] = {1, 4096, (2u << 20) - 1, 2u << 20, (5u << 20) + 3, (33u << 20) + 7};
+    /* Under 2 MiB a read-back goes through the stream's pinned buffer,
+     * which grows by powers of two from 64 KiB: sizes that make it grow. */
+    size_t sizes[] = {1, 3, 4096, 65536 + 5, 700001, (1u << 20) + 1, (2u << 20) - 1, 2u << 20, (5u << 20) + 3,
+                      (33u << 20) + 7};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         size_t n = sizes[k];
         unsigned char *a = malloc(n), *b = malloc(n), *orig = malloc(n);
@@ -187,6 +192,51 @@ START_TEST(test_pageable_sizes)
         free(a);
         free(b);
     }
+}
+END_TEST
+
+/* Device memory of another library (cudaMalloc through the runtime's own
+ * library here) is memory Keel does not know, and Keel reads it as host
+ * memory; a copy to or from it must still go through the driver, which
+ * knows it, and never through a host memcpy (a fault): small and large. */
+START_TEST(test_copies_with_foreign_device_memory)
+{
+    void *rt = dlopen("libcudart.so", RTLD_NOW | RTLD_LOCAL);
+    if (rt == NULL) {
+        fprintf(stderr, "test-cuda: no libcudart.so to allocate foreign memory with (%s); skipped\n", dlerror());
+        return;
+    }
+    int (*rt_malloc)(void **, size_t) = (int (*)(void **, size_t))dlsym(rt, "cudaMalloc");
+    int (*rt_free)(void *) = (int (*)(void *))dlsym(rt, "cudaFree");
+    int (*rt_memcpy)(void *, const void *, size_t, int) =
+        (int (*)(void *, const void *, size_t, int))dlsym(rt, "cudaMemcpy");
+    ck_assert_msg(rt_malloc && rt_free && rt_memcpy, "libcudart.so without cudaMalloc, cudaFree or cudaMemcpy");
+    size_t sizes[] = {4096, (4u << 20) + 3};
+    for (size_t k = 0; k < 2; k++) {
+        size_t n = sizes[k];
+        unsigned char *a = malloc(n), *b = malloc(n);
+        void *d = NULL, *d2 = NULL, *f = NULL;
+        ck_assert(a && b);
+        fill_bytes(a, n);
+        ck_assert_int_eq(rt_malloc(&f, n), 0);
+        OK(keel_malloc(dev, n, &d));
+        OK(keel_malloc(dev, n, &d2));
+        OK(keel_memcpy(d, a, n));
+        OK(keel_memcpy(f, d, n)); /* to the foreign memory */
+        memset(b, 0, n);
+        ck_assert_int_eq(rt_memcpy(b, f, n, 2 /* cudaMemcpyDeviceToHost */), 0);
+        ck_assert_msg(memcmp(a, b, n) == 0, "%zu bytes into foreign device memory", n);
+        OK(keel_memcpy(d2, f, n)); /* and back from it */
+        memset(b, 0, n);
+        OK(keel_memcpy(b, d2, n));
+        ck_assert_msg(memcmp(a, b, n) == 0, "%zu bytes out of foreign device memory", n);
+        OK(keel_free(d));
+        OK(keel_free(d2));
+        ck_assert_int_eq(rt_free(f), 0);
+        free(a);
+        free(b);
+    }
+    dlclose(rt);
 }
 END_TEST
 
@@ -578,6 +628,7 @@ int main(void)
     tcase_add_test(tc, test_properties);
     tcase_add_test(tc, test_copies_every_direction);
     tcase_add_test(tc, test_pageable_sizes);
+    tcase_add_test(tc, test_copies_with_foreign_device_memory);
     tcase_add_test(tc, test_out_of_memory_recovers);
     tcase_add_test(tc, test_async_alloc_reuse);
     tcase_add_test(tc, test_module_ptx);

@@ -98,6 +98,9 @@ typedef struct keel__gpu_stream {
     pthread_mutex_t lock;          /* guards the lazy BLAS and host-function state */
     _Atomic(keel__gpu_blas_ctx_t *) blas;
     _Atomic(struct keel__gpu_hostq *) hostq;
+    pthread_mutex_t bounce_lock;   /* guards bounce: small device-to-host copies (gpu_staging.c) */
+    void *bounce;                  /* pinned, bounce_size bytes, or NULL */
+    size_t bounce_size;
 } keel__gpu_stream_t;
 
 typedef struct keel__gpu_event {
@@ -184,10 +187,20 @@ static inline void keel__gpu_stream_touch(keel__gpu_stream_t *s)
 }
 
 /* ---- pageable copies through pinned staging (gpu_staging.c) ---- */
-/* Whether a copy between pageable host memory and the device of @p bytes
- * goes through staging: a device-to-host copy (@p d2h) of any size, a
- * host-to-device one from 2 MiB, and never while the stream captures. */
-KEEL_GPU_HIDDEN int keel__gpu_staging_wanted(keel__gpu_stream_t *s, size_t bytes, int d2h);
+/* How a copy between host memory Keel does not know (@p host) and the
+ * device goes: the driver's path (small host-to-device copies, a capturing
+ * stream, host memory that is not pageable), the device's staging buffers
+ * (2 MiB and more), or the stream's bounce buffer (smaller device-to-host
+ * copies, CUDA). */
+enum { KEEL__GPU_COPY_DRIVER, KEEL__GPU_COPY_STAGED, KEEL__GPU_COPY_BOUNCE };
+KEEL_GPU_HIDDEN int keel__gpu_pageable_route(keel__gpu_stream_t *s, const void *host, size_t bytes, int d2h);
+/* Copies @p bytes of device @p src to pageable @p dst through the stream's
+ * pinned buffer, in stream order, and returns 1 once done (the status in
+ * @p status); 0 when the buffer could not be made (nothing was done). */
+KEEL_GPU_HIDDEN int keel__gpu_bounce_d2h(keel__gpu_stream_t *s, void *dst, const void *src, size_t bytes,
+                                         const char *keel_fn, keel_status_t *status);
+/* Frees the stream's pinned buffer (the stream is idle). */
+KEEL_GPU_HIDDEN void keel__gpu_bounce_release(keel__gpu_stream_t *s);
 /* Copy pageable @p src to device @p dst on @p s; returns once @p src may be reused. */
 KEEL_GPU_HIDDEN keel_status_t keel__gpu_staged_h2d(keel__gpu_stream_t *s, void *dst, const void *src, size_t bytes,
                                                    const char *keel_fn);

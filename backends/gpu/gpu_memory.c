@@ -109,11 +109,20 @@ static keel_status_t copy(keel__gpu_stream_t *s, void *dst, keel_memory_kind_t d
                           keel_memory_kind_t sk, size_t bytes, const char *fn, int *synced)
 {
     *synced = 0;
-    if (sk == KEEL_MEMORY_HOST && dk == KEEL_MEMORY_DEVICE && keel__gpu_staging_wanted(s, bytes, 0))
+    if (sk == KEEL_MEMORY_HOST && dk == KEEL_MEMORY_DEVICE &&
+        keel__gpu_pageable_route(s, src, bytes, 0) == KEEL__GPU_COPY_STAGED)
         return keel__gpu_staged_h2d(s, dst, src, bytes, fn);
-    if (dk == KEEL_MEMORY_HOST && sk == KEEL_MEMORY_DEVICE && keel__gpu_staging_wanted(s, bytes, 1)) {
-        *synced = 1;
-        return keel__gpu_staged_d2h(s, dst, src, bytes, fn);
+    if (dk == KEEL_MEMORY_HOST && sk == KEEL_MEMORY_DEVICE) {
+        int route = keel__gpu_pageable_route(s, dst, bytes, 1);
+        keel_status_t st;
+        if (route == KEEL__GPU_COPY_STAGED) {
+            *synced = 1;
+            return keel__gpu_staged_d2h(s, dst, src, bytes, fn);
+        }
+        if (route == KEEL__GPU_COPY_BOUNCE && keel__gpu_bounce_d2h(s, dst, src, bytes, fn, &st)) {
+            *synced = 1;
+            return st;
+        }
     }
     gpuError_t err = KEEL_GPU_TRY(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDefault, s->stream));
     if (KEEL_GPU_UNLIKELY(err != gpuSuccess))

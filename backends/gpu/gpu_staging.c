@@ -6,7 +6,10 @@
  * copy is cut into chunks that cycle through a few pinned buffers made once
  * per device: while the copy engine moves chunk i, host threads fill (or
  * drain) chunk i+1. The host side of each chunk is itself split across a
- * small pool of threads, since one core cannot keep up with the link. */
+ * small pool of threads, since one core cannot keep up with the link.
+ * Device-to-host copies under 2 MiB go through a pinned buffer of their
+ * stream's own instead (below); smaller host-to-device ones, and host
+ * memory that is not pageable, take the driver's path. */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +20,7 @@
 enum {
     STAGING_SLOTS = 4,
     STAGING_CHUNK_DEFAULT = 4 << 20,  /* bytes per slot; KEEL_GPU_STAGING_CHUNK_KB overrides */
-    STAGING_MIN_H2D = 2 << 20,        /* see keel__gpu_staging_wanted */
+    STAGING_MIN_COPY = 2 << 20,       /* smaller copies: keel__gpu_pageable_route */
     COPY_MAX_THREADS = 16
 };
 
@@ -211,8 +214,6 @@ static void parallel_memcpy(void *dst, const void *src, size_t bytes)
 
 /* ---- staging buffers ---- */
 
-/* The device's staging buffers, made on first use. fn NULL: a failure is
- * not reported (KEEL_ERROR_OUT_OF_MEMORY, no error message set). */
 static keel_status_t staging_get(keel__gpu_device_t *dev, const char *fn, struct keel__gpu_staging **out)
 {
     struct keel__gpu_staging *st = atomic_load_explicit(&dev->staging, memory_order_acquire);
@@ -240,12 +241,7 @@ static keel_status_t staging_get(keel__gpu_device_t *dev, const char *fn, struct
             }
         }
         if (err != gpuSuccess) {
-            if (fn != NULL) {
-                status = keel__gpu_error(err, fn, "allocating pinned staging buffers");
-            } else {
-                (void)gpuGetLastError();
-                status = KEEL_ERROR_OUT_OF_MEMORY;
-            }
+            status = keel__gpu_error(err, fn, "allocating pinned staging buffers");
             for (int j = 0; st != NULL && j < STAGING_SLOTS; j++) {
                 if (st->buf[j] != NULL) {
                     (void)gpuFreeHost(st->buf[j]);
@@ -280,29 +276,97 @@ void keel__gpu_staging_destroy(keel__gpu_device_t *dev)
     free(st);
 }
 
-/* Device to host, staging beat the driver's pageable path at every size
- * on an H100 host (4 KiB 1.06 of cudaMemcpy's speed against 0.86-0.96,
- * 64 KiB to 1 MiB 1.3-1.75 against 0.95-1.03). Host to device, the
- * driver's path returns once the source is in its own buffer, before the
- * transfer ends, where a staged copy that keel_memcpy waits for cannot:
- * below 2 MiB the driver's path stays the faster one (docs/performance.md). */
-int keel__gpu_staging_wanted(keel__gpu_stream_t *s, size_t bytes, int d2h)
+/* Whether host memory Keel does not know is pageable host memory: it may
+ * be another library's device, managed or pinned memory, which only the
+ * driver's path copies (a host memcpy into device memory would fault).
+ * CUDA reports plain host memory as unregistered. HIP's answer for it
+ * changed between releases, so HIP keeps the copy's host side as it is. */
+static int host_is_pageable(keel__gpu_stream_t *s, const void *p)
 {
-    if (!d2h && bytes < STAGING_MIN_H2D)
+#ifndef KEEL_GPU_HIP
+    struct cudaPointerAttributes a;
+    /* The query acts on the current device: the stream's, not device 0's
+     * context made current as a side effect. */
+    if (keel__gpu_use_device(s->dev) != cudaSuccess || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
         return 0;
+    }
+    return a.type == cudaMemoryTypeUnregistered;
+#else
+    (void)s;
+    (void)p;
+    return 1;
+#endif
+}
+
+int keel__gpu_pageable_route(keel__gpu_stream_t *s, const void *host, size_t bytes, int d2h)
+{
+#ifdef KEEL_GPU_HIP
+    if (bytes < STAGING_MIN_COPY) /* the bounce buffer is measured on CUDA only */
+        return KEEL__GPU_COPY_DRIVER;
+#endif
+    if (bytes < STAGING_MIN_COPY && !d2h)
+        return KEEL__GPU_COPY_DRIVER;
     /* A graph must not capture copies out of buffers that later calls reuse;
      * the runtime's own path then reports what capture allows. */
     enum gpuStreamCaptureStatus cs = gpuStreamCaptureStatusNone;
     if (gpuStreamIsCapturing(s->stream, &cs) != gpuSuccess) {
         (void)gpuGetLastError();
-        return 0;
+        return KEEL__GPU_COPY_DRIVER;
     }
-    if (cs != gpuStreamCaptureStatusNone)
-        return 0;
-    /* A small copy takes the driver's path where the buffers cannot be
-     * made (out of pinned memory); a large one reports it. */
-    struct keel__gpu_staging *st;
-    return bytes >= STAGING_MIN_H2D || staging_get(s->dev, NULL, &st) == KEEL_OK;
+    if (cs != gpuStreamCaptureStatusNone || !host_is_pageable(s, host))
+        return KEEL__GPU_COPY_DRIVER;
+    return bytes >= STAGING_MIN_COPY ? KEEL__GPU_COPY_STAGED : KEEL__GPU_COPY_BOUNCE;
+}
+
+/* ---- small device-to-host copies: a pinned buffer of the stream's own ----
+ *
+ * The driver copies pageable memory through its own bounce buffers; for a
+ * device-to-host copy under 2 MiB, a pinned buffer that belongs to the
+ * stream does it faster (docs/performance.md), and, being the stream's,
+ * neither waits for other streams' staged copies nor takes the device's
+ * staging lock. It grows to the largest such copy (a power of two from
+ * 64 KiB, under 2 MiB) and goes with the stream. */
+enum { BOUNCE_MIN = 64 << 10 };
+
+int keel__gpu_bounce_d2h(keel__gpu_stream_t *s, void *dst, const void *src, size_t bytes, const char *fn,
+                         keel_status_t *status)
+{
+    pthread_mutex_lock(&s->bounce_lock);
+    if (s->bounce_size < bytes) {
+        size_t want = BOUNCE_MIN;
+        while (want < bytes)
+            want *= 2;
+        void *p = NULL;
+        if (keel__gpu_use_device(s->dev) != gpuSuccess || gpuHostAlloc(&p, want, gpuHostAllocPortable) != gpuSuccess) {
+            (void)gpuGetLastError(); /* out of pinned memory: the driver's path instead */
+            pthread_mutex_unlock(&s->bounce_lock);
+            return 0;
+        }
+        if (s->bounce != NULL)
+            (void)gpuFreeHost(s->bounce);
+        s->bounce = p;
+        s->bounce_size = want;
+    }
+    gpuError_t err = gpuMemcpyAsync(s->bounce, src, bytes, gpuMemcpyDeviceToHost, s->stream);
+    const char *what = KEEL_GPU_NAME(gpuMemcpyAsync) " into the stream's pinned buffer";
+    if (err == gpuSuccess) {
+        err = gpuStreamSynchronize(s->stream);
+        what = KEEL_GPU_NAME(gpuStreamSynchronize);
+    }
+    if (err == gpuSuccess)
+        memcpy(dst, s->bounce, bytes);
+    pthread_mutex_unlock(&s->bounce_lock);
+    *status = err == gpuSuccess ? KEEL_OK : keel__gpu_error(err, fn, what);
+    return 1;
+}
+
+void keel__gpu_bounce_release(keel__gpu_stream_t *s)
+{
+    if (s->bounce != NULL)
+        (void)gpuFreeHost(s->bounce);
+    s->bounce = NULL;
+    s->bounce_size = 0;
 }
 
 keel_status_t keel__gpu_staged_h2d(keel__gpu_stream_t *s, void *dst, const void *src, size_t bytes,

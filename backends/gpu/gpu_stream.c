@@ -22,6 +22,7 @@ static keel_status_t stream_create(void *device_ctx, unsigned flags, int priorit
     }
     s->dev = dev;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->bounce_lock, NULL);
     *stream_ctx = s;
     return KEEL_OK;
 }
@@ -32,8 +33,10 @@ static keel_status_t stream_destroy(void *stream_ctx)
     gpuError_t err = gpuStreamSynchronize(s->stream);
     keel__gpu_blas_stream_release(s);
     keel__gpu_hostq_release(s);
+    keel__gpu_bounce_release(s);
     gpuError_t err2 = gpuStreamDestroy(s->stream);
     pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->bounce_lock);
     free(s);
     if (err == gpuSuccess)
         err = err2;
