@@ -61,7 +61,8 @@ static uint64_t next_rand(void)
 
 
 /* The bytes the process has taken from malloc: the registry's nodes and
- * indexes and the blocks themselves. Elsewhere, an estimate per block. */
+ * indexes, the blocks themselves and the benchmark's own arrays. Without
+ * glibc's mallinfo2, an estimate per block. */
 static size_t heap_bytes(size_t live)
 {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
@@ -73,8 +74,8 @@ static size_t heap_bytes(size_t live)
 #endif
 }
 
-/* A chain of dependent loads through `lines` 64-byte lines of a buffer, in
- * random order, with 4 KiB pages as malloc gives the registry. */
+/* A chain of dependent loads through the 64-byte lines of a buffer, in
+ * random order. */
 typedef struct chain {
     void **buf;
     void **at;
@@ -166,8 +167,10 @@ int main(int argc, char **argv)
             live++;
         }
         chain_t chain;
-        if (chain_make(&chain, heap_bytes(live)) != 0)
-            return 2;
+        if (chain_make(&chain, heap_bytes(live)) != 0) {
+            fprintf(stderr, "keel-bench-registry: no memory for the latency chain\n");
+            return 3;
+        }
         for (int random = 0; random < 2; random++) {
             char *hot[8];
             for (int h = 0; h < 8; h++)
