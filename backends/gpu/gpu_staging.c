@@ -338,8 +338,10 @@ int keel__gpu_bounce_d2h(keel__gpu_stream_t *s, void *dst, const void *src, size
         while (want < bytes)
             want *= 2;
         void *p = NULL;
-        if (keel__gpu_use_device(s->dev) != gpuSuccess || gpuHostAlloc(&p, want, gpuHostAllocPortable) != gpuSuccess) {
+        if (keel__gpu_use_device(s->dev) != gpuSuccess ||
+            KEEL_GPU_TRY(gpuHostAlloc(&p, want, gpuHostAllocPortable)) != gpuSuccess) {
             (void)gpuGetLastError(); /* out of pinned memory: the driver's path instead */
+            keel__gpu_fault_pending = 0; /* an injected failure, taken care of */
             pthread_mutex_unlock(&s->bounce_lock);
             return 0;
         }
