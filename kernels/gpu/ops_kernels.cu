@@ -31,20 +31,20 @@ template <int OP> struct Unary {
 };
 
 // The flat elementwise kernels come in two builds. VEC: one 16-byte pack
-// per thread over a grid of one thread per pack, no loop and no tail code
-// (on the H200 a scalar tail loop in the same kernel cost 2 % of bandwidth
-// for gelu, a grid-stride loop 1 %). Scalar: elements [start, n) with a
-// grid-stride loop, for unaligned pointers and for the last n % N elements
-// (a second, tiny launch).
+// per thread over a grid of one thread per pack, no loop (on the H200 a
+// scalar tail loop in the same kernel cost 2 % of bandwidth for gelu, a
+// grid-stride loop 1 %); the last n % N elements go to as many threads past
+// the packs, one element each, in the same launch. Scalar: elements
+// [start, n) with a grid-stride loop, for unaligned pointers.
 struct FlatSplit {
-    size_t packs; // elements [0, packs * N) go to the VEC build
-    size_t done;  // packs * N: where the scalar build starts
+    size_t packs; // elements [0, packs * N) go to the VEC build as packs
+    size_t done;  // packs * N: the rest, to the VEC build's spare threads (packs > 0) or the scalar build
 };
 
 inline FlatSplit flat_split(size_t n, int per_pack, bool aligned)
 {
     size_t packs = aligned ? n / per_pack : 0;
-    if (packs > (size_t)0x7fffffff * THREADS) // more packs than a grid has threads: all scalar
+    if (packs + per_pack > (size_t)0x7fffffff * THREADS) // packs and tail past a grid's threads: all scalar
         packs = 0;
     return FlatSplit{packs, packs * per_pack};
 }
@@ -64,6 +64,9 @@ __global__ void __launch_bounds__(THREADS) map_kernel(const T *__restrict__ x, T
             for (int k = 0; k < N; k++)
                 p.v[k] = NT::st(f(NT::ld(p.v[k])));
             reinterpret_cast<Pack<T> *>(y)[tid] = p;
+        } else if (tid - n / N < n % N) {
+            size_t i = n - n % N + (tid - n / N);
+            y[i] = NT::st(f(NT::ld(x[i])));
         }
     } else {
         for (size_t i = start + tid; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -74,12 +77,9 @@ __global__ void __launch_bounds__(THREADS) map_kernel(const T *__restrict__ x, T
 template <typename T, typename F> cudaError_t launch_map(cudaStream_t s, const T *x, T *y, size_t n, F f)
 {
     FlatSplit sp = flat_split(n, Pack<T>::N, aligned16(x) && aligned16(y));
-    cudaError_t e = cudaSuccess;
     if (sp.packs)
-        e = launch<map_kernel<T, true, F>>(grid_flat(sp.packs), THREADS, 0, s, x, y, n, 0, f);
-    if (e == cudaSuccess && sp.done < n)
-        e = launch<map_kernel<T, false, F>>(grid_flat(n - sp.done), THREADS, 0, s, x, y, n, sp.done, f);
-    return e;
+        return launch<map_kernel<T, true, F>>(grid_flat(sp.packs + (n - sp.done)), THREADS, 0, s, x, y, n, 0, f);
+    return launch<map_kernel<T, false, F>>(grid_flat(n), THREADS, 0, s, x, y, n, 0, f);
 }
 
 // ---- fill ----
@@ -95,6 +95,8 @@ __global__ void __launch_bounds__(THREADS) fill_kernel(T *__restrict__ p, size_t
             for (int k = 0; k < N; k++)
                 pk.v[k] = v;
             reinterpret_cast<Pack<T> *>(p)[tid] = pk;
+        } else if (tid - n / N < n % N) {
+            p[n - n % N + (tid - n / N)] = v;
         }
     } else {
         for (size_t i = start + tid; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -105,12 +107,9 @@ __global__ void __launch_bounds__(THREADS) fill_kernel(T *__restrict__ p, size_t
 template <typename T> cudaError_t launch_fill(cudaStream_t s, T *p, size_t n, T v)
 {
     FlatSplit sp = flat_split(n, Pack<T>::N, aligned16(p));
-    cudaError_t e = cudaSuccess;
     if (sp.packs)
-        e = launch<fill_kernel<T, true>>(grid_flat(sp.packs), THREADS, 0, s, p, n, 0, v);
-    if (e == cudaSuccess && sp.done < n)
-        e = launch<fill_kernel<T, false>>(grid_flat(n - sp.done), THREADS, 0, s, p, n, sp.done, v);
-    return e;
+        return launch<fill_kernel<T, true>>(grid_flat(sp.packs + (n - sp.done)), THREADS, 0, s, p, n, 0, v);
+    return launch<fill_kernel<T, false>>(grid_flat(n), THREADS, 0, s, p, n, 0, v);
 }
 
 // ---- cast ----
@@ -150,6 +149,9 @@ __global__ void __launch_bounds__(THREADS) cast_kernel(const S *__restrict__ src
             for (int k = 0; k < 8; k++)
                 o.v[k] = cvt<S, D>(g.v[k]);
             reinterpret_cast<Group8<D> *>(dst)[tid] = o;
+        } else if (tid - n / 8 < n % 8) {
+            size_t i = n - n % 8 + (tid - n / 8);
+            dst[i] = cvt<S, D>(src[i]);
         }
     } else {
         for (size_t i = start + tid; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -160,12 +162,9 @@ __global__ void __launch_bounds__(THREADS) cast_kernel(const S *__restrict__ src
 template <typename S, typename D> cudaError_t launch_cast_pair(cudaStream_t s, const S *src, D *dst, size_t n)
 {
     FlatSplit sp = flat_split(n, 8, aligned16(src) && aligned16(dst));
-    cudaError_t e = cudaSuccess;
     if (sp.packs)
-        e = launch<cast_kernel<S, D, true>>(grid_flat(sp.packs), THREADS, 0, s, src, dst, n, 0);
-    if (e == cudaSuccess && sp.done < n)
-        e = launch<cast_kernel<S, D, false>>(grid_flat(n - sp.done), THREADS, 0, s, src, dst, n, sp.done);
-    return e;
+        return launch<cast_kernel<S, D, true>>(grid_flat(sp.packs + (n - sp.done)), THREADS, 0, s, src, dst, n, 0);
+    return launch<cast_kernel<S, D, false>>(grid_flat(n), THREADS, 0, s, src, dst, n, 0);
 }
 
 template <typename S> cudaError_t launch_cast_to(cudaStream_t s, const S *src, int ddt, void *dst, size_t n)
@@ -246,6 +245,10 @@ __global__ void __launch_bounds__(THREADS) binary_flat_kernel(const T *__restric
             for (int k = 0; k < N; k++)
                 pa.v[k] = NT::st(binop<OP>(alpha * NT::ld(pa.v[k]), beta * NT::ld(pb.v[k])));
             reinterpret_cast<Pack<T> *>(y)[tid] = pa;
+        } else if (tid - n / N < n % N) { // MODE 1 has none: cols, and so n, is a multiple of N
+            size_t e = n - n % N + (tid - n / N);
+            T bv = MODE == 0 ? b[e] : b[idx_div(e, cols, narrow)];
+            y[e] = NT::st(binop<OP>(alpha * NT::ld(a[e]), beta * NT::ld(bv)));
         }
     } else {
         for (size_t e = start + tid; e < n; e += (size_t)gridDim.x * blockDim.x) {
@@ -280,16 +283,16 @@ cudaError_t launch_binary_op(cudaStream_t s, int bc, size_t rows, size_t cols, d
         size_t n = rows * cols;
         FlatSplit sp = flat_split(n, N, aligned16(a) && aligned16(y) && (bc == 2 || aligned16(b)) &&
                                             (bc == 0 || cols % N == 0));
-        unsigned gv = grid_flat(sp.packs), gs = grid_flat(n - sp.done);
+        unsigned gv = grid_flat(sp.packs + (n - sp.done)), gs = grid_flat(n);
         cudaError_t e = cudaSuccess;
-#define KEEL_BIN_LAUNCH(MODE)                                                                                   \
-    do {                                                                                                        \
-        if (sp.packs)                                                                                           \
-            e = launch<binary_flat_kernel<T, OP, MODE, true>>(gv, THREADS, 0, s, a, b, y, n, cols, 0, (C)alpha, \
-                                                              (C)beta);                                         \
-        if (e == cudaSuccess && sp.done < n)                                                                    \
-            e = launch<binary_flat_kernel<T, OP, MODE, false>>(gs, THREADS, 0, s, a, b, y, n, cols, sp.done,    \
-                                                               (C)alpha, (C)beta);                              \
+#define KEEL_BIN_LAUNCH(MODE)                                                                                    \
+    do {                                                                                                         \
+        if (sp.packs)                                                                                            \
+            e = launch<binary_flat_kernel<T, OP, MODE, true>>(gv, THREADS, 0, s, a, b, y, n, cols, 0, (C)alpha,  \
+                                                              (C)beta);                                          \
+        else                                                                                                     \
+            e = launch<binary_flat_kernel<T, OP, MODE, false>>(gs, THREADS, 0, s, a, b, y, n, cols, 0, (C)alpha, \
+                                                               (C)beta);                                         \
     } while (0)
         if (bc == 0)
             KEEL_BIN_LAUNCH(0);
