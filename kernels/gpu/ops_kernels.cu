@@ -3,7 +3,7 @@
 //
 // Memory-bound kernels: each thread moves 16 bytes per access where the
 // pointers and shapes allow it (Pack<T>). The elementwise kernels take one
-// pack per thread over a full grid (FlatSplit below); reductions loop
+// pack per thread over a full grid (flat_vec_items below); reductions loop
 // grid-stride and combine with warp shuffles, then through shared memory.
 // f16 and bf16 compute in f32, f64 in f64. Softmax and layer norm are in
 // row_kernels.cu.
@@ -34,25 +34,21 @@ template <int OP> struct Unary {
 // per thread over a grid of one thread per pack, no loop (on the H200 a
 // scalar tail loop in the same kernel cost 2 % of bandwidth for gelu, a
 // grid-stride loop 1 %); the last n % N elements go to as many threads past
-// the packs, one element each, in the same launch. Scalar: elements
-// [start, n) with a grid-stride loop, for unaligned pointers.
-struct FlatSplit {
-    size_t packs; // elements [0, packs * N) go to the VEC build as packs
-    size_t done;  // packs * N: the rest, to the VEC build's spare threads (packs > 0) or the scalar build
-};
-
-inline FlatSplit flat_split(size_t n, int per_pack, bool aligned)
+// the packs, one element each, in the same launch. Scalar: every element,
+// with a grid-stride loop, for unaligned pointers.
+//
+// The VEC build's threads for n elements in packs of per_pack: one per pack
+// and one per element of the tail; 0 where the scalar build takes them
+// (unaligned pointers, no whole pack, or more threads than a grid has).
+inline size_t flat_vec_items(size_t n, int per_pack, bool aligned)
 {
-    size_t packs = aligned ? n / per_pack : 0;
-    if (packs + per_pack > (size_t)0x7fffffff * THREADS) // packs and tail past a grid's threads: all scalar
-        packs = 0;
-    return FlatSplit{packs, packs * per_pack};
+    size_t items = n / per_pack + n % per_pack;
+    return aligned && n >= (size_t)per_pack && items <= (size_t)0x7fffffff * THREADS ? items : 0;
 }
 
 // Maps x[i] -> y[i].
 template <typename T, bool VEC, typename F>
-__global__ void __launch_bounds__(THREADS) map_kernel(const T *__restrict__ x, T *__restrict__ y, size_t n,
-                                                      size_t start, F f)
+__global__ void __launch_bounds__(THREADS) map_kernel(const T *__restrict__ x, T *__restrict__ y, size_t n, F f)
 {
     typedef Num<T> NT;
     size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -69,22 +65,22 @@ __global__ void __launch_bounds__(THREADS) map_kernel(const T *__restrict__ x, T
             y[i] = NT::st(f(NT::ld(x[i])));
         }
     } else {
-        for (size_t i = start + tid; i < n; i += (size_t)gridDim.x * blockDim.x)
+        for (size_t i = tid; i < n; i += (size_t)gridDim.x * blockDim.x)
             y[i] = NT::st(f(NT::ld(x[i])));
     }
 }
 
 template <typename T, typename F> cudaError_t launch_map(cudaStream_t s, const T *x, T *y, size_t n, F f)
 {
-    FlatSplit sp = flat_split(n, Pack<T>::N, aligned16(x) && aligned16(y));
-    if (sp.packs)
-        return launch<map_kernel<T, true, F>>(grid_flat(sp.packs + (n - sp.done)), THREADS, 0, s, x, y, n, 0, f);
-    return launch<map_kernel<T, false, F>>(grid_flat(n), THREADS, 0, s, x, y, n, 0, f);
+    size_t v = flat_vec_items(n, Pack<T>::N, aligned16(x) && aligned16(y));
+    if (v)
+        return launch<map_kernel<T, true, F>>(grid_flat(v), THREADS, 0, s, x, y, n, f);
+    return launch<map_kernel<T, false, F>>(grid_flat(n), THREADS, 0, s, x, y, n, f);
 }
 
 // ---- fill ----
 template <typename T, bool VEC>
-__global__ void __launch_bounds__(THREADS) fill_kernel(T *__restrict__ p, size_t n, size_t start, T v)
+__global__ void __launch_bounds__(THREADS) fill_kernel(T *__restrict__ p, size_t n, T v)
 {
     size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if constexpr (VEC) {
@@ -99,17 +95,17 @@ __global__ void __launch_bounds__(THREADS) fill_kernel(T *__restrict__ p, size_t
             p[n - n % N + (tid - n / N)] = v;
         }
     } else {
-        for (size_t i = start + tid; i < n; i += (size_t)gridDim.x * blockDim.x)
+        for (size_t i = tid; i < n; i += (size_t)gridDim.x * blockDim.x)
             p[i] = v;
     }
 }
 
 template <typename T> cudaError_t launch_fill(cudaStream_t s, T *p, size_t n, T v)
 {
-    FlatSplit sp = flat_split(n, Pack<T>::N, aligned16(p));
-    if (sp.packs)
-        return launch<fill_kernel<T, true>>(grid_flat(sp.packs + (n - sp.done)), THREADS, 0, s, p, n, 0, v);
-    return launch<fill_kernel<T, false>>(grid_flat(n), THREADS, 0, s, p, n, 0, v);
+    size_t vi = flat_vec_items(n, Pack<T>::N, aligned16(p));
+    if (vi)
+        return launch<fill_kernel<T, true>>(grid_flat(vi), THREADS, 0, s, p, n, v);
+    return launch<fill_kernel<T, false>>(grid_flat(n), THREADS, 0, s, p, n, v);
 }
 
 // ---- cast ----
@@ -137,8 +133,7 @@ template <typename T> struct alignas(16) Group8 {
 };
 
 template <typename S, typename D, bool VEC>
-__global__ void __launch_bounds__(THREADS) cast_kernel(const S *__restrict__ src, D *__restrict__ dst, size_t n,
-                                                       size_t start)
+__global__ void __launch_bounds__(THREADS) cast_kernel(const S *__restrict__ src, D *__restrict__ dst, size_t n)
 {
     size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if constexpr (VEC) {
@@ -154,17 +149,17 @@ __global__ void __launch_bounds__(THREADS) cast_kernel(const S *__restrict__ src
             dst[i] = cvt<S, D>(src[i]);
         }
     } else {
-        for (size_t i = start + tid; i < n; i += (size_t)gridDim.x * blockDim.x)
+        for (size_t i = tid; i < n; i += (size_t)gridDim.x * blockDim.x)
             dst[i] = cvt<S, D>(src[i]);
     }
 }
 
 template <typename S, typename D> cudaError_t launch_cast_pair(cudaStream_t s, const S *src, D *dst, size_t n)
 {
-    FlatSplit sp = flat_split(n, 8, aligned16(src) && aligned16(dst));
-    if (sp.packs)
-        return launch<cast_kernel<S, D, true>>(grid_flat(sp.packs + (n - sp.done)), THREADS, 0, s, src, dst, n, 0);
-    return launch<cast_kernel<S, D, false>>(grid_flat(n), THREADS, 0, s, src, dst, n, 0);
+    size_t v = flat_vec_items(n, 8, aligned16(src) && aligned16(dst));
+    if (v)
+        return launch<cast_kernel<S, D, true>>(grid_flat(v), THREADS, 0, s, src, dst, n);
+    return launch<cast_kernel<S, D, false>>(grid_flat(n), THREADS, 0, s, src, dst, n);
 }
 
 template <typename S> cudaError_t launch_cast_to(cudaStream_t s, const S *src, int ddt, void *dst, size_t n)
@@ -220,7 +215,7 @@ template <int OP, typename C> __device__ inline C binop(C u, C v)
 // (MODE 2, flat index / cols).
 template <typename T, int OP, int MODE, bool VEC>
 __global__ void __launch_bounds__(THREADS) binary_flat_kernel(const T *__restrict__ a, const T *__restrict__ b,
-                                                              T *__restrict__ y, size_t n, size_t cols, size_t start,
+                                                              T *__restrict__ y, size_t n, size_t cols,
                                                               typename Num<T>::C alpha, typename Num<T>::C beta)
 {
     typedef Num<T> NT;
@@ -251,7 +246,7 @@ __global__ void __launch_bounds__(THREADS) binary_flat_kernel(const T *__restric
             y[e] = NT::st(binop<OP>(alpha * NT::ld(a[e]), beta * NT::ld(bv)));
         }
     } else {
-        for (size_t e = start + tid; e < n; e += (size_t)gridDim.x * blockDim.x) {
+        for (size_t e = tid; e < n; e += (size_t)gridDim.x * blockDim.x) {
             T bv = MODE == 0 ? b[e] : MODE == 1 ? b[idx_mod(e, cols, narrow)] : b[idx_div(e, cols, narrow)];
             y[e] = NT::st(binop<OP>(alpha * NT::ld(a[e]), beta * NT::ld(bv)));
         }
@@ -281,18 +276,18 @@ cudaError_t launch_binary_op(cudaStream_t s, int bc, size_t rows, size_t cols, d
     bool contiguous = rows == 1 || (lda == cols && ldy == cols && (bc != 0 || ldb == cols));
     if (contiguous) {
         size_t n = rows * cols;
-        FlatSplit sp = flat_split(n, N, aligned16(a) && aligned16(y) && (bc == 2 || aligned16(b)) &&
-                                            (bc == 0 || cols % N == 0));
-        unsigned gv = grid_flat(sp.packs + (n - sp.done)), gs = grid_flat(n);
+        size_t v = flat_vec_items(n, N, aligned16(a) && aligned16(y) && (bc == 2 || aligned16(b)) &&
+                                               (bc == 0 || cols % N == 0));
+        unsigned grid = grid_flat(v ? v : n);
         cudaError_t e = cudaSuccess;
-#define KEEL_BIN_LAUNCH(MODE)                                                                                    \
-    do {                                                                                                         \
-        if (sp.packs)                                                                                            \
-            e = launch<binary_flat_kernel<T, OP, MODE, true>>(gv, THREADS, 0, s, a, b, y, n, cols, 0, (C)alpha,  \
-                                                              (C)beta);                                          \
-        else                                                                                                     \
-            e = launch<binary_flat_kernel<T, OP, MODE, false>>(gs, THREADS, 0, s, a, b, y, n, cols, 0, (C)alpha, \
-                                                               (C)beta);                                         \
+#define KEEL_BIN_LAUNCH(MODE)                                                                                     \
+    do {                                                                                                          \
+        if (v)                                                                                                    \
+            e = launch<binary_flat_kernel<T, OP, MODE, true>>(grid, THREADS, 0, s, a, b, y, n, cols, (C)alpha,    \
+                                                              (C)beta);                                           \
+        else                                                                                                      \
+            e = launch<binary_flat_kernel<T, OP, MODE, false>>(grid, THREADS, 0, s, a, b, y, n, cols, (C)alpha,   \
+                                                               (C)beta);                                          \
     } while (0)
         if (bc == 0)
             KEEL_BIN_LAUNCH(0);
