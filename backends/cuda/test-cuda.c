@@ -170,8 +170,22 @@ END_TEST
 START_TEST(test_pageable_sizes)
 {
     /* Under 2 MiB a read-back goes through the stream's pinned buffer,
-     * which grows by powers of two from 64 KiB: sizes that make it grow. */
-    size_t sizes[] = {1, 3, 4096, 65536 + 5, 700001, (1u << 20) + 1, (2u << 20) - 1, 2u << 20, (5u << 20) + 3,
+     * which grows by powers of two from 64 KiB: sizes that make it grow.
+     * From 2 MiB the copy is staged in 4 MiB chunks through four slots:
+     * sizes that end inside the first chunk, a later one, and past the
+     * slots' first round. */
+    size_t sizes[] = {1,
+                      3,
+                      4096,
+                      65536 + 5,
+                      700001,
+                      (1u << 20) + 1,
+                      (2u << 20) - 1,
+                      2u << 20,
+                      (2u << 20) + 4097,
+                      (5u << 20) + 3,
+                      (9u << 20) + 65537,
+                      (17u << 20) + 7,
                       (33u << 20) + 7};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         size_t n = sizes[k];

@@ -771,15 +771,15 @@ static void softmax_case(keel_device_t *dev, keel_stream_t *s, keel_dtype_t dt, 
 
 /* Rows long enough to take a thread block cluster each on GPUs, and more of
  * them than the device runs clusters at once, so every cluster walks
- * several rows (f32 and bf16 alike: 2 to 16 blocks per row). Not on the CPU,
- * where the shapes above cover every path. */
+ * several rows (f32, f16 and bf16 alike: 1 to 16 blocks per row). Not on
+ * the CPU, where the shapes above cover every path. */
 static const size_t long_rows[][2] = {{300, 20000}, {200, 40000}, {120, 80000}, {48, 200000}};
 
 typedef void (*row_case_fn)(keel_device_t *, keel_stream_t *, keel_dtype_t, size_t, size_t, int, int);
 
 /* Every case of a row operation, with its flag (log-softmax, affine) off
  * and on: each dtype over shapes, contiguous and strided, then on GPUs the
- * long rows in f32 and bf16. */
+ * long rows in f32, f16 and bf16. */
 static void run_row_cases(keel_device_t *dev, row_case_fn fn, const size_t (*shapes)[2], size_t nshapes)
 {
     keel_stream_t *s = stream_of(dev);
@@ -791,6 +791,7 @@ static void run_row_cases(keel_device_t *dev, row_case_fn fn, const size_t (*sha
             continue;
         for (size_t k = 0; k < sizeof long_rows / sizeof long_rows[0]; k++) {
             fn(dev, s, KEEL_F32, long_rows[k][0], long_rows[k][1], 0, flag);
+            fn(dev, s, KEEL_F16, long_rows[k][0], long_rows[k][1], 0, flag);
             fn(dev, s, KEEL_BF16, long_rows[k][0], long_rows[k][1], 0, flag);
         }
     }
