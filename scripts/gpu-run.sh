@@ -17,6 +17,7 @@
 #   scripts/gpu-run.sh run [WHAT...]    on the GPU machine, from the checkout root,
 #                                       with build-gpu/ carried there. WHAT is any of
 #                                       info tests examples bench torch python sanitize (default: all),
+#                                       fault (the GPU plugin's fault-injection sweep, not in the default),
 #                                       or hip: the suites with KEEL_BACKEND=hip from
 #                                       build-hipnv/ (carried; HIP_SUITES, default SUITES
 #                                       with the HIP plugin's test for the CUDA ones),
@@ -28,7 +29,8 @@
 #                                       SUITES, ALGO_SWEEP (" " skips it), BENCH_BUDGET, BENCHES
 #                                       ("runtime ops kernels torch python"; "blas" too when named), BENCH_QUICK,
 #                                       PAGEABLE_SWEEP, TORCH_ARGS,
-#                                       SANITIZE_BUDGET, SANITIZE_RUNS ("tool:suite ...").
+#                                       SANITIZE_BUDGET, SANITIZE_RUNS ("tool:suite ..."),
+#                                       FAULT_BUDGET, FAULT_STRIDE, FAULT_SITES.
 #
 # Paths: libtool and the tests bake the build machine's absolute build path
 # in (rpaths, the fixture's KT_BUILDDIR). `run` links that path to this
@@ -144,6 +146,7 @@ SUMMARY=$OUTDIR/summary.txt
 TESTS_BUDGET=${TESTS_BUDGET:-180}
 BENCH_BUDGET=${BENCH_BUDGET:-360}
 SANITIZE_BUDGET=${SANITIZE_BUDGET:-180}
+FAULT_BUDGET=${FAULT_BUDGET:-300}
 
 # left BUDGET START: seconds left of a phase's budget (at least 10 while > 0).
 left() {
@@ -454,6 +457,29 @@ run_sanitize() {
     done
 }
 
+# The GPU plugin under fault injection: test-fault's probe (a small
+# application: init, streams, events, kernels, every kind of memory,
+# copies, operations, a graph) on CUDA, with each of its vendor calls
+# failed in turn (KEEL_FAULT=vendor-call:N), then every call from the Nth
+# on and calls at random. Every run must end cleanly: each failed step
+# reports KEEL_ERROR_BACKEND with a message, and its retry succeeds.
+# FAULT_STRIDE tries every Nth point only; FAULT_SITES (default
+# vendor-call; "all" for every site) sweeps other sites on CUDA too.
+run_fault() {
+    t=tests/test-fault
+    [ -e "$BUILD/$t" ] || { note "fault: $t not built"; return; }
+    log=$OUTDIR/fault.log
+    start=$(date +%s)
+    sites=${FAULT_SITES:-vendor-call}
+    [ "$sites" = all ] && sites=
+    KEEL_TEST_FAULT_BACKEND=cuda KEEL_TEST_FAULT_SITES=$sites \
+        KEEL_TEST_FAULT_STRIDE=${FAULT_STRIDE:-1} timeout "$FAULT_BUDGET" "$(real_binary "$BUILD/$t")" >"$log" 2>&1
+    rc=$?
+    note "fault $t (KEEL_BACKEND=cuda): rc=$rc ($(($(date +%s) - start)) s) $(tail -n 3 "$log" | grep -m1 -E '^[0-9]+%:' || true)"
+    grep -E '^test-fault: .*injection points' "$log" | sed 's/^test-fault: */fault   /' | tee -a "$SUMMARY"
+    [ "$rc" -eq 0 ]
+}
+
 case ${1:-} in
 prepare)
     prepare
@@ -473,6 +499,7 @@ run)
         bench) run_bench || failed=1 ;;
         torch) run_torch || failed=1 ;;
         sanitize) run_sanitize ;;
+        fault) run_fault || failed=1 ;;
         examples) run_examples ;;
         python) run_python ;;
         hip) run_hip ;;
@@ -484,7 +511,7 @@ run)
     exit "${failed:-0}"
     ;;
 *)
-    echo "usage: $0 prepare | prepare-hip | run [info] [tests] [examples] [bench] [torch] [python] [sanitize] [hip]" >&2
+    echo "usage: $0 prepare | prepare-hip | run [info] [tests] [examples] [bench] [torch] [python] [sanitize] [fault] [hip]" >&2
     exit 2
     ;;
 esac

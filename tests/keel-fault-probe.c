@@ -2,8 +2,9 @@
 /* keel-fault-probe: the program test-fault runs in a child process under
  * KEEL_FAULT. It does what a small application does, one step at a time:
  * initialize, list the backends (which loads every plugin on the search
- * path), create streams and an event, register a CPU kernel, build a
- * portable kernel with keel_module_build, allocate device, pinned, managed
+ * path), create streams and an event, register a CPU kernel (on the CPU
+ * backend; a GPU takes that kernel from the portable module instead),
+ * build a portable kernel with keel_module_build, allocate device, pinned, managed
  * and stream-ordered memory, then copy, memset (also inside an
  * allocation), launch both kernels, run keel_binary and keel_reduce,
  * record and wait on an event, run a host function; load a module file
@@ -89,12 +90,20 @@ static void saxpy_cpu(const keel_cpu_kernel_ctx_t *ctx, void **args)
 static const keel_cpu_kernel_desc_t saxpy_desc = {
     KEEL_CPU_KERNEL_ABI, "saxpy", saxpy_cpu, 4, {sizeof(int), sizeof(float), sizeof(float *), sizeof(float *)}};
 
+/* scale, and on a GPU the saxpy the CPU device registers (args as
+ * saxpy_desc; no shared memory). */
 static const char *scale_source =
     "keel_kernel void scale(int n, float a, float *x)\n"
     "{\n"
     "    int i = keel_global_x();\n"
     "    if (i < n)\n"
     "        x[i] *= a;\n"
+    "}\n"
+    "keel_kernel void axpy(int n, float a, float *x, float *y)\n"
+    "{\n"
+    "    int i = keel_global_x();\n"
+    "    if (i < n)\n"
+    "        y[i] = a * x[i] + y[i];\n"
     "}\n";
 
 /* ---- steps ---- */
@@ -202,6 +211,10 @@ static keel_status_t step_build(void)
 static keel_status_t step_get_kernel(void)
 {
     CREATE(keel_module_get_kernel(module, "scale", &made_), scale, keel_kernel_t);
+}
+static keel_status_t step_get_axpy(void)
+{
+    CREATE(keel_module_get_kernel(module, "axpy", &made_), saxpy, keel_kernel_t);
 }
 
 #define ALLOC(call, out)                                                                             \
@@ -488,9 +501,23 @@ int main(int argc, char **argv)
     step("stream", step_stream);
     step("side", step_side);
     step("event", step_event);
-    step("register", step_register);
+    /* The CPU device registers saxpy as a C function; a GPU takes it from
+     * the portable module. */
+    keel_backend_t *backend;
+    keel_backend_info_t info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    if (keel_device_get_backend(dev, &backend) != KEEL_OK || keel_backend_get_info(backend, &info) != KEEL_OK) {
+        printf("unclean: the device's backend: %s\n", keel_last_error());
+        return EXIT_UNCLEAN;
+    }
+    int on_cpu = strcmp(info.name, "cpu") == 0;
+    if (on_cpu)
+        step("register", step_register);
     step("build", step_build);
     step("get_kernel", step_get_kernel);
+    if (!on_cpu)
+        step("get_axpy", step_get_axpy);
     step("alloc_x", step_alloc_x);
     step("alloc_y", step_alloc_y);
     step("alloc_pinned", step_alloc_pinned);
@@ -513,7 +540,8 @@ int main(int argc, char **argv)
     step("free_y", step_free_y);
     step("free_pinned", step_free_pinned);
     step("free_managed", step_free_managed);
-    step("release_kernel", step_release_kernel);
+    if (on_cpu)
+        step("release_kernel", step_release_kernel);
     step("unload", step_unload);
     if (module_file)
         step("unload_file", step_unload_file);

@@ -15,8 +15,11 @@
  * later one, and some calls at random (site:p=P:seed=S): the probe may stop
  * at a step whose retry failed too, but cleanly. Runs on the CPU backend,
  * which is where every site but vendor-call is (vendor-call is in the GPU
- * plugins; the sweep finds no point of it here and says so). Under TSan
- * the sweep tries every 5th N only (see stride). */
+ * plugins; the sweep finds no point of it here and says so); on a GPU
+ * machine KEEL_TEST_FAULT_BACKEND=cuda (or hip) runs the probe there, and
+ * KEEL_TEST_FAULT_SITES=vendor-call sweeps the plugin's calls alone
+ * (scripts/gpu-run.sh run fault). Under TSan the sweep tries every 5th N
+ * only (see stride). */
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -38,6 +41,24 @@ enum { PROBE_DONE = 0, PROBE_UNCLEAN = 2, PROBE_RETRY_FAILED = 3 };
  * child processes take about a second each: there every 5th, which keeps
  * the suite well inside its watchdog. KEEL_TEST_FAULT_STRIDE overrides. */
 static int stride = 1;
+
+/* The backend the probe runs on: the CPU, or KEEL_TEST_FAULT_BACKEND (on a
+ * GPU machine, "cuda" or "hip": there the vendor-call sweep finds the GPU
+ * plugin's calls). KEEL_TEST_FAULT_SITES, a comma-separated list, limits
+ * the sweeps and the many-failure runs to those sites. */
+static const char *backend = "cpu";
+static const char *only_sites;
+
+static int site_wanted(const char *site)
+{
+    if (only_sites == NULL || only_sites[0] == '\0')
+        return 1;
+    size_t n = strlen(site);
+    for (const char *p = only_sites; (p = strstr(p, site)) != NULL; p += n)
+        if ((p == only_sites || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+            return 1;
+    return 0;
+}
 
 static char cache_dir[4096];
 
@@ -77,8 +98,13 @@ static run_t run_probe(const char *site, const char *spec, int cached)
     snprintf(run.spec, sizeof run.spec, "%s", spec ? spec : "(none)");
     snprintf(fault, sizeof fault, "KEEL_FAULT=%s", spec ? spec : "");
     snprintf(cache_env, sizeof cache_env, "KEEL_CACHE_DIR=%s", cached ? cache() : "");
-    const char *env[] = {fault, cache_env, "KEEL_BACKEND=cpu", "KEEL_CPU_THREADS=2", "KEEL_CPU_MEMORY_LIMIT=16M",
-                         NULL};
+    char backend_env[64];
+    snprintf(backend_env, sizeof backend_env, "KEEL_BACKEND=%s", backend);
+    /* On the CPU, a memory cap the probe fills at the end (a lost block
+     * fails it); a GPU's memory is the GPU's. */
+    const char *env[] = {fault, cache_env, backend_env, "KEEL_CPU_THREADS=2", "KEEL_CPU_MEMORY_LIMIT=16M", NULL};
+    if (strcmp(backend, "cpu") != 0)
+        env[3] = NULL;
     const char *argv[] = {site, MODULE_FILE, NULL};
     run.r = kt_run_program(PROBE, env, 1, argv, RUN_TIMEOUT_MS);
     run.faults = -1;
@@ -128,11 +154,14 @@ START_TEST(probe_runs_clean_without_faults)
     ck_assert_msg(run.faults == 0, "no KEEL_FAULT, and the probe saw %d faults:\n%s", run.faults, run.r.out);
     ck_assert_msg(strstr(run.r.out, "step ") == NULL, "a step failed without KEEL_FAULT:\n%s", run.r.out);
     kt_child_free(&run.r);
-    /* Armed for a site the probe never reaches: nothing fails. */
-    run = run_probe("none", "vendor-call:1", 1);
-    expect_end(&run, 0);
-    ck_assert_int_eq(run.faults, 0);
-    kt_child_free(&run.r);
+    /* Armed for a site the probe never reaches: nothing fails (on the
+     * CPU, where no vendor runtime is called). */
+    if (strcmp(backend, "cpu") == 0) {
+        run = run_probe("none", "vendor-call:1", 1);
+        expect_end(&run, 0);
+        ck_assert_int_eq(run.faults, 0);
+        kt_child_free(&run.r);
+    }
 }
 END_TEST
 
@@ -140,6 +169,10 @@ END_TEST
 
 static void sweep(const char *site, int cached, int expect_points)
 {
+    if (!site_wanted(site)) {
+        printf("test-fault: %-15s not swept (KEEL_TEST_FAULT_SITES=%s)\n", site, only_sites);
+        return;
+    }
     double t0 = now();
     int points = 0, zero_in_a_row = 0, last = 0, runs = 0, n;
     for (n = 1; n <= MAX_N && zero_in_a_row < 3; n += stride) {
@@ -187,25 +220,38 @@ START_TEST(sweep_plugin_load)
 END_TEST
 START_TEST(sweep_stream_enqueue) { sweep("stream-enqueue", 1, 1); }
 END_TEST
-START_TEST(sweep_compile) { sweep("compile", 0, 1); }
+START_TEST(sweep_compile)
+{
+    /* The CPU backend's compiler: a GPU backend compiles with its vendor's
+     * (vendor-call). */
+    sweep("compile", 0, strcmp(backend, "cpu") == 0);
+}
 END_TEST
 START_TEST(sweep_vendor_call)
 {
-    /* The CPU backend calls no GPU vendor runtime: no point here. */
-    sweep("vendor-call", 1, 0);
+    /* The CPU backend calls no GPU vendor runtime: no point there; a GPU
+     * backend's plugin has many. */
+    sweep("vendor-call", 1, strcmp(backend, "cpu") != 0);
 }
 END_TEST
 
 /* ---- many failures ---- */
 
 static const char *const sites[] = {"host-alloc", "device-alloc", "thread-create", "plugin-load", "stream-enqueue",
-                                    "compile"};
+                                    "compile", "vendor-call"};
+
+/* The sites of the many-failure runs: vendor-call only where a GPU plugin
+ * runs. */
+static size_t many_sites(void)
+{
+    return sizeof sites / sizeof sites[0] - (strcmp(backend, "cpu") == 0);
+}
 
 START_TEST(every_call_from_n_fails_cleanly)
 {
     static const int from[] = {1, 20, 3};
-    for (size_t i = 0; i < sizeof sites / sizeof sites[0]; i++)
-        for (size_t j = 0; j < (stride > 1 ? 2 : sizeof from / sizeof from[0]); j++) {
+    for (size_t i = 0; i < many_sites(); i++)
+        for (size_t j = 0; j < (stride > 1 ? 2 : sizeof from / sizeof from[0]) && site_wanted(sites[i]); j++) {
             char spec[64];
             snprintf(spec, sizeof spec, "%s:%d+", sites[i], from[j]);
             run_t run = run_probe(sites[i], spec, strcmp(sites[i], "compile") != 0);
@@ -218,7 +264,9 @@ END_TEST
 START_TEST(random_calls_fail_cleanly)
 {
     for (int seed = 1; seed <= (stride > 1 ? 2 : 4); seed++)
-        for (size_t i = 0; i < sizeof sites / sizeof sites[0]; i++) {
+        for (size_t i = 0; i < many_sites(); i++) {
+            if (!site_wanted(sites[i]))
+                continue;
             char spec[64];
             snprintf(spec, sizeof spec, "%s:p=%s:seed=%d", sites[i], strcmp(sites[i], "host-alloc") == 0 ? "0.03" : "0.2",
                      seed);
@@ -252,6 +300,8 @@ static char *fault_lines(const char *out)
  * order: the same seed fails the same calls. */
 START_TEST(a_seed_repeats_its_faults)
 {
+    if (!site_wanted("device-alloc"))
+        return;
     run_t a = run_probe("device-alloc", "device-alloc:p=0.5:seed=11", 1);
     run_t b = run_probe("device-alloc", "device-alloc:p=0.5:seed=11", 1);
     run_t c = run_probe("device-alloc", "device-alloc:p=0.5:seed=12", 1);
@@ -303,6 +353,12 @@ int main(int argc, char **argv)
     stride = 5;
 #endif
 #endif
+    const char *b = getenv("KEEL_TEST_FAULT_BACKEND");
+    if (b && b[0])
+        backend = b;
+    only_sites = getenv("KEEL_TEST_FAULT_SITES");
+    if (strcmp(backend, "cpu") != 0 || (only_sites && only_sites[0]))
+        printf("test-fault: the probe runs on %s; sites: %s\n", backend, only_sites && only_sites[0] ? only_sites : "all");
     const char *st = getenv("KEEL_TEST_FAULT_STRIDE");
     if (st && atoi(st) > 0)
         stride = atoi(st);
