@@ -16,7 +16,7 @@
  * at a step whose retry failed too, but cleanly. Runs on the CPU backend,
  * which is where every site but vendor-call is (vendor-call is in the GPU
  * plugins; the sweep finds no point of it here and says so); on a GPU
- * machine KEEL_TEST_FAULT_BACKEND=cuda (or hip) runs the probe there, and
+ * machine KEEL_TEST_FAULT_BACKEND=cuda runs the probe there, and
  * KEEL_TEST_FAULT_SITES=vendor-call sweeps the plugin's calls alone
  * (scripts/gpu-run.sh run fault). Under TSan the sweep tries every 5th N
  * only (see stride). */
@@ -43,8 +43,8 @@ enum { PROBE_DONE = 0, PROBE_UNCLEAN = 2, PROBE_RETRY_FAILED = 3 };
 static int stride = 1;
 
 /* The backend the probe runs on: the CPU, or KEEL_TEST_FAULT_BACKEND (on a
- * GPU machine, "cuda" or "hip": there the vendor-call sweep finds the GPU
- * plugin's calls). KEEL_TEST_FAULT_SITES, a comma-separated list, limits
+ * GPU machine, "cuda": there the vendor-call sweep finds the GPU plugin's
+ * calls). KEEL_TEST_FAULT_SITES, a comma-separated list, limits
  * the sweeps and the many-failure runs to those sites. */
 static const char *backend = "cpu";
 static const char *only_sites;
@@ -101,7 +101,7 @@ static run_t run_probe(const char *site, const char *spec, int cached)
     char backend_env[64];
     snprintf(backend_env, sizeof backend_env, "KEEL_BACKEND=%s", backend);
     /* On the CPU, a memory cap the probe fills at the end (a lost block
-     * fails it); a GPU's memory is the GPU's. */
+     * fails it); a GPU has its own memory, and no cap is set there. */
     const char *env[] = {fault, cache_env, backend_env, "KEEL_CPU_THREADS=2", "KEEL_CPU_MEMORY_LIMIT=16M", NULL};
     if (strcmp(backend, "cpu") != 0)
         env[3] = NULL;
