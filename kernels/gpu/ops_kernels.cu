@@ -46,6 +46,14 @@ inline size_t flat_vec_items(size_t n, int per_pack, bool aligned)
     return aligned && n >= (size_t)per_pack && items <= (size_t)0x7fffffff * THREADS ? items : 0;
 }
 
+// The tail element that thread tid of a VEC launch takes, for a thread
+// past the n / per_pack pack threads: n when it has none.
+__device__ inline size_t flat_tail(size_t tid, size_t n, int per_pack)
+{
+    size_t t = tid - n / per_pack;
+    return t < n % per_pack ? n - n % per_pack + t : n;
+}
+
 // Maps x[i] -> y[i].
 template <typename T, bool VEC, typename F>
 __global__ void __launch_bounds__(THREADS) map_kernel(const T *__restrict__ x, T *__restrict__ y, size_t n, F f)
@@ -60,8 +68,7 @@ __global__ void __launch_bounds__(THREADS) map_kernel(const T *__restrict__ x, T
             for (int k = 0; k < N; k++)
                 p.v[k] = NT::st(f(NT::ld(p.v[k])));
             reinterpret_cast<Pack<T> *>(y)[tid] = p;
-        } else if (tid - n / N < n % N) {
-            size_t i = n - n % N + (tid - n / N);
+        } else if (size_t i = flat_tail(tid, n, N); i < n) {
             y[i] = NT::st(f(NT::ld(x[i])));
         }
     } else {
@@ -91,8 +98,8 @@ __global__ void __launch_bounds__(THREADS) fill_kernel(T *__restrict__ p, size_t
             for (int k = 0; k < N; k++)
                 pk.v[k] = v;
             reinterpret_cast<Pack<T> *>(p)[tid] = pk;
-        } else if (tid - n / N < n % N) {
-            p[n - n % N + (tid - n / N)] = v;
+        } else if (size_t i = flat_tail(tid, n, N); i < n) {
+            p[i] = v;
         }
     } else {
         for (size_t i = tid; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -144,8 +151,7 @@ __global__ void __launch_bounds__(THREADS) cast_kernel(const S *__restrict__ src
             for (int k = 0; k < 8; k++)
                 o.v[k] = cvt<S, D>(g.v[k]);
             reinterpret_cast<Group8<D> *>(dst)[tid] = o;
-        } else if (tid - n / 8 < n % 8) {
-            size_t i = n - n % 8 + (tid - n / 8);
+        } else if (size_t i = flat_tail(tid, n, 8); i < n) {
             dst[i] = cvt<S, D>(src[i]);
         }
     } else {
@@ -240,8 +246,7 @@ __global__ void __launch_bounds__(THREADS) binary_flat_kernel(const T *__restric
             for (int k = 0; k < N; k++)
                 pa.v[k] = NT::st(binop<OP>(alpha * NT::ld(pa.v[k]), beta * NT::ld(pb.v[k])));
             reinterpret_cast<Pack<T> *>(y)[tid] = pa;
-        } else if (tid - n / N < n % N) { // MODE 1 has none: cols, and so n, is a multiple of N
-            size_t e = n - n % N + (tid - n / N);
+        } else if (size_t e = flat_tail(tid, n, N); e < n) { // MODE 1 has none: cols, and so n, is a multiple of N
             T bv = MODE == 0 ? b[e] : b[idx_div(e, cols, narrow)];
             y[e] = NT::st(binop<OP>(alpha * NT::ld(a[e]), beta * NT::ld(bv)));
         }
