@@ -251,21 +251,40 @@ static float time_runs(lt_timer_t *t, lt_run_fn run, void *ctx, const cublasLtMa
     return ms;
 }
 
+/* Each candidate is timed once per round, the rounds interleaved, and
+ * keeps its fastest round: a clock still rising when timing starts (a GPU
+ * just out of idle) or a pause of the host then weighs on one round of
+ * every candidate instead of on whichever candidate came first. */
+enum { LT_TIMING_ROUNDS = 3 };
+
+/* A later candidate in the heuristic's order replaces an earlier pick only
+ * when it timed faster by more than this fraction: a few runs of each
+ * cannot tell apart candidates closer than that, and the heuristic's order
+ * is cuBLASLt's own estimate. */
+#define LT_PICK_MARGIN 0.01f
+
 /* The index of the fastest of the plan's candidates (0, the heuristic's
- * first, when timing fails), and its time in *best_ms (0 then). */
+ * first, when timing fails), and its time in *best_ms (0 then). A
+ * candidate that fails in any round is left out. */
 static int time_candidates(lt_timer_t *t, const lt_entry_t *e, lt_run_fn run, void *ctx, float *best_ms)
 {
+    float ms[LT_CANDIDATES];
+    for (int i = 0; i < e->ncand; i++)
+        ms[i] = e->cand[i].state == CUBLAS_STATUS_SUCCESS ? 0.0f : -1.0f; /* -1: failed, left out */
+    for (int round = 0; round < LT_TIMING_ROUNDS; round++)
+        for (int i = 0; i < e->ncand; i++) {
+            if (ms[i] < 0)
+                continue;
+            float m = time_runs(t, run, ctx, &e->cand[i].algo);
+            ms[i] = m <= 0 ? -1.0f : ms[i] == 0 || m < ms[i] ? m : ms[i];
+        }
     int best = 0;
     *best_ms = 0;
-    for (int i = 0; i < e->ncand; i++) {
-        if (e->cand[i].state != CUBLAS_STATUS_SUCCESS)
-            continue;
-        float ms = time_runs(t, run, ctx, &e->cand[i].algo);
-        if (ms > 0 && (*best_ms == 0 || ms < *best_ms)) {
+    for (int i = 0; i < e->ncand; i++)
+        if (ms[i] > 0 && (*best_ms == 0 || ms[i] < *best_ms * (1.0f - LT_PICK_MARGIN))) {
             best = i;
-            *best_ms = ms;
+            *best_ms = ms[i];
         }
-    }
     return best;
 }
 
@@ -350,7 +369,10 @@ static int dense_pick(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const
     float fused = 0, split = 0;
     int best = time_candidates(t, e, run_matmul, &r, &fused);
     if (fused > 0 && tune->unfused) {
-        split = time_runs(t, run_unfused, (void *)tune, NULL);
+        for (int round = 0; round < LT_TIMING_ROUNDS && (round == 0 || split > 0); round++) {
+            float m = time_runs(t, run_unfused, (void *)tune, NULL);
+            split = m <= 0 ? 0 : round == 0 || m < split ? m : split; /* its fastest round, as the epilogue's */
+        }
         atomic_store_explicit(&e->unfused, split > 0 && split < fused, memory_order_relaxed);
     }
     if (keel__gpu_host->log_enabled(KEEL_LOG_DEBUG))
