@@ -30,7 +30,7 @@
 #                                       ("runtime ops kernels torch python"; "blas" too when named), BENCH_QUICK,
 #                                       PAGEABLE_SWEEP, TORCH_ARGS,
 #                                       SANITIZE_BUDGET, SANITIZE_RUNS ("tool:suite ..."),
-#                                       FAULT_BUDGET, FAULT_STRIDE, FAULT_SITES.
+#                                       FAULT_BUDGET, FAULT_STRIDE, FAULT_SITES, FAULT_BACKEND.
 #
 # Paths: libtool and the tests bake the build machine's absolute build path
 # in (rpaths, the fixture's KT_BUILDDIR). `run` links that path to this
@@ -464,19 +464,35 @@ run_sanitize() {
 # on and calls at random. Every run must end cleanly: each failed step
 # reports KEEL_ERROR_BACKEND with a message, and its retry succeeds.
 # FAULT_STRIDE tries every Nth point only; FAULT_SITES (default
-# vendor-call; "all" for every site) sweeps other sites on CUDA too.
+# vendor-call; "all" for every site) sweeps other sites on the GPU too;
+# FAULT_BACKEND=hip runs the probe on the HIP plugin of build-hipnv/
+# (HIP's NVIDIA platform) instead.
 run_fault() {
+    fb=${FAULT_BACKEND:-cuda}
+    saved_build=$BUILD saved_ld=$LD_LIBRARY_PATH saved_path=${KEEL_BACKEND_PATH:-}
+    if [ "$fb" = hip ]; then
+        [ -e "$BUILD_HIP/.libs/keel-hip.so" ] ||
+            { note "fault: no build-hipnv/.libs/keel-hip.so: run 'scripts/gpu-run.sh prepare-hip' and carry build-hipnv"; return 1; }
+        BUILD=$BUILD_HIP
+        setup_env
+    fi
     t=tests/test-fault
-    [ -e "$BUILD/$t" ] || { note "fault: $t not built"; return; }
-    log=$OUTDIR/fault.log
-    start=$(date +%s)
-    sites=${FAULT_SITES:-vendor-call}
-    [ "$sites" = all ] && sites=
-    KEEL_TEST_FAULT_BACKEND=cuda KEEL_TEST_FAULT_SITES=$sites \
-        KEEL_TEST_FAULT_STRIDE=${FAULT_STRIDE:-1} timeout "$FAULT_BUDGET" "$(real_binary "$BUILD/$t")" >"$log" 2>&1
-    rc=$?
-    note "fault $t (KEEL_BACKEND=cuda): rc=$rc ($(($(date +%s) - start)) s) $(tail -n 3 "$log" | grep -m1 -E '^[0-9]+%:' || true)"
-    grep -E '^test-fault: .*injection points' "$log" | sed 's/^test-fault: */fault   /' | tee -a "$SUMMARY"
+    rc=1
+    if [ -e "$BUILD/$t" ]; then
+        log=$OUTDIR/fault-$fb.log
+        start=$(date +%s)
+        sites=${FAULT_SITES:-vendor-call}
+        [ "$sites" = all ] && sites=
+        KEEL_TEST_FAULT_BACKEND=$fb KEEL_TEST_FAULT_SITES=$sites \
+            KEEL_TEST_FAULT_STRIDE=${FAULT_STRIDE:-1} timeout "$FAULT_BUDGET" "$(real_binary "$BUILD/$t")" >"$log" 2>&1
+        rc=$?
+        note "fault $t (KEEL_BACKEND=$fb): rc=$rc ($(($(date +%s) - start)) s) $(tail -n 3 "$log" | grep -m1 -E '^[0-9]+%:' || true)"
+        grep -E '^test-fault: .*injection points' "$log" | sed "s/^test-fault: */fault   $fb: /" | tee -a "$SUMMARY"
+    else
+        note "fault: $t not built"
+    fi
+    BUILD=$saved_build LD_LIBRARY_PATH=$saved_ld KEEL_BACKEND_PATH=$saved_path
+    export LD_LIBRARY_PATH KEEL_BACKEND_PATH
     [ "$rc" -eq 0 ]
 }
 
