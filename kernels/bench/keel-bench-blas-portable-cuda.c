@@ -15,8 +15,9 @@
  * Target: column-major C = A B, 4096 x 4096 x 4096, at least 0.5 of
  * cuBLAS's speed. The other rows (transposes, a size that is not a multiple
  * of the tile, one whose leading dimensions leave the vector loads) are
- * printed for information. Exit status 1 when the target row misses or a
- * result is wrong, 77 when there is no CUDA device.
+ * printed for information. The last lines are one summary line per row
+ * (bench/bench_summary.h). Exit status 1 when the target row misses or a
+ * result is wrong, 3 on an error, 77 when there is no CUDA device.
  *
  * Usage: KEEL_BACKEND_PATH=<builddir>/.libs keel-bench-blas-portable-cuda [--quick] */
 #include <math.h>
@@ -29,6 +30,7 @@
 #include "keel.h"
 
 #include "bench/bench_cuda.h"
+#include "bench/bench_summary.h"
 #include "keel/ops.h"
 
 #define TARGET 0.5
@@ -134,8 +136,9 @@ static int verify(const shape_t *g, const float *ha, const float *hb)
     return bad;
 }
 
-/* One row: returns the median ratio, or -1 when a result is wrong. */
-static double run_shape(const char *name, shape_t *g, int pairs)
+/* One row, recorded in the summary against target (0: none): returns the
+ * median ratio, or -1 when a result is wrong. */
+static double run_shape(const char *name, shape_t *g, int pairs, double target)
 {
     size_t na = (g->ta ? g->m : g->k) * g->lda, nb = (g->tb ? g->k : g->n) * g->ldb, nc = g->n * g->ldc;
     float *ha = malloc(na * sizeof(float)), *hb = malloc(nb * sizeof(float));
@@ -179,10 +182,12 @@ static double run_shape(const char *name, shape_t *g, int pairs)
         double mk = median(tk, pairs), mb = median(tb, pairs);
         ratio = median(rr, pairs);
         double flop = 2.0 * g->m * g->n * g->k;
-        printf("%-34s keel %7.2f TFLOP/s  cuBLAS %7.2f TFLOP/s  ratio %.3f (pairs %.3f..%.3f)", name,
+        printf("%-34s keel %7.2f TFLOP/s  cuBLAS %7.2f TFLOP/s  ratio %.3f (pairs %.3f..%.3f)\n", name,
                flop / mk * 1e-12, flop / mb * 1e-12, ratio, lo, hi);
+        bench_record(name, ratio, lo, hi, 1, target, bench_judge(ratio, 1, target));
     } else {
-        printf("%-34s WRONG RESULT (see above)", name);
+        printf("%-34s WRONG RESULT (see above)\n", name);
+        bench_record(name, NAN, NAN, NAN, 1, target, BENCH_WRONG);
     }
     fflush(stdout);
     CHECK(keel_free(a));
@@ -229,13 +234,10 @@ int main(int argc, char **argv)
     printf("# keel: %s; alt: cublasSgemm; column-major f32, alpha 1, beta 0; ratio = cuBLAS time / Keel time\n",
            what);
     int pairs = quick ? 5 : 15;
+    time_t start = time(NULL);
 
     shape_t target = {0, 0, 4096, 4096, 4096, 4096, 4096, 4096, NULL, NULL, NULL, NULL};
-    double r = run_shape("sgemm NN 4096x4096x4096", &target, pairs);
-    int pass = r >= TARGET;
-    printf("  target %.2f: %s\n", TARGET, r < 0 ? "FAIL (wrong result)" : pass ? "PASS" : "FAIL");
-    int wrong = r < 0;
-
+    run_shape("sgemm NN 4096x4096x4096", &target, pairs, TARGET);
     struct {
         const char *name;
         shape_t s;
@@ -246,14 +248,10 @@ int main(int argc, char **argv)
         {"sgemm NN 4097x4097x4097 (odd ld)", {0, 0, 4097, 4097, 4097, 4097, 4097, 4097, NULL, NULL, NULL, NULL}},
         {"sgemm NN 8192x8192x1024", {0, 0, 8192, 8192, 1024, 8192, 1024, 8192, NULL, NULL, NULL, NULL}},
     };
-    for (size_t i = 0; i < (quick ? 2 : sizeof info / sizeof info[0]); i++) {
-        double ri = run_shape(info[i].name, &info[i].s, pairs);
-        printf("  (information)\n");
-        wrong |= ri < 0;
-    }
-    printf("sgemm 4096^3: measured %.3f of cuBLAS, target %.2f: %s\n", r, TARGET,
-           wrong ? "FAIL (a result is wrong)" : pass ? "PASS" : "FAIL");
+    for (size_t i = 0; i < (quick ? 2 : sizeof info / sizeof info[0]); i++)
+        run_shape(info[i].name, &info[i].s, pairs, 0); /* for information: no target */
     cublasDestroy(blas);
     cudaStreamDestroy(cs);
-    return pass && !wrong ? 0 : 1;
+    bench_print_summary("ratio = cuBLAS time / Keel time, > 1: Keel faster", difftime(time(NULL), start));
+    return bench_exit_status();
 }
