@@ -16,7 +16,7 @@
  * at a step whose retry failed too, but cleanly. Runs on the CPU backend,
  * which is where every site but vendor-call is (vendor-call is in the GPU
  * plugins; the sweep finds no point of it here and says so); on a GPU
- * machine KEEL_TEST_FAULT_BACKEND=cuda runs the probe there, and
+ * machine KEEL_TEST_FAULT_BACKEND=cuda (or hip) runs the probe there, and
  * KEEL_TEST_FAULT_SITES=vendor-call sweeps the plugin's calls alone
  * (scripts/gpu-run.sh run fault). Under TSan the sweep tries every 5th N
  * only (see stride). */
@@ -43,10 +43,11 @@ enum { PROBE_DONE = 0, PROBE_UNCLEAN = 2, PROBE_RETRY_FAILED = 3 };
 static int stride = 1;
 
 /* The backend the probe runs on: the CPU, or KEEL_TEST_FAULT_BACKEND (on a
- * GPU machine, "cuda": there the vendor-call sweep finds the GPU plugin's
- * calls). KEEL_TEST_FAULT_SITES, a comma-separated list, limits
+ * GPU machine, "cuda" or "hip": there the vendor-call sweep finds the GPU
+ * plugin's calls). KEEL_TEST_FAULT_SITES, a comma-separated list, limits
  * the sweeps and the many-failure runs to those sites. */
 static const char *backend = "cpu";
+static int on_cpu = 1; /* backend is "cpu" */
 static const char *only_sites;
 
 static int site_wanted(const char *site)
@@ -103,7 +104,7 @@ static run_t run_probe(const char *site, const char *spec, int cached)
     /* On the CPU, a memory cap the probe fills at the end (a lost block
      * fails it); a GPU has its own memory, and no cap is set there. */
     const char *env[] = {fault, cache_env, backend_env, "KEEL_CPU_THREADS=2", "KEEL_CPU_MEMORY_LIMIT=16M", NULL};
-    if (strcmp(backend, "cpu") != 0)
+    if (!on_cpu)
         env[3] = NULL;
     const char *argv[] = {site, MODULE_FILE, NULL};
     run.r = kt_run_program(PROBE, env, 1, argv, RUN_TIMEOUT_MS);
@@ -156,7 +157,7 @@ START_TEST(probe_runs_clean_without_faults)
     kt_child_free(&run.r);
     /* Armed for a site the probe never reaches: nothing fails (on the
      * CPU, where no vendor runtime is called). */
-    if (strcmp(backend, "cpu") == 0) {
+    if (on_cpu) {
         run = run_probe("none", "vendor-call:1", 1);
         expect_end(&run, 0);
         ck_assert_int_eq(run.faults, 0);
@@ -224,14 +225,14 @@ START_TEST(sweep_compile)
 {
     /* The CPU backend's compiler: a GPU backend compiles with its vendor's
      * (vendor-call). */
-    sweep("compile", 0, strcmp(backend, "cpu") == 0);
+    sweep("compile", 0, on_cpu);
 }
 END_TEST
 START_TEST(sweep_vendor_call)
 {
     /* The CPU backend calls no GPU vendor runtime: no point there; a GPU
      * backend's plugin has many. */
-    sweep("vendor-call", 1, strcmp(backend, "cpu") != 0);
+    sweep("vendor-call", 1, !on_cpu);
 }
 END_TEST
 
@@ -244,20 +245,23 @@ static const char *const sites[] = {"host-alloc", "device-alloc", "thread-create
  * runs. */
 static size_t many_sites(void)
 {
-    return sizeof sites / sizeof sites[0] - (strcmp(backend, "cpu") == 0);
+    return sizeof sites / sizeof sites[0] - (on_cpu ? 1 : 0);
 }
 
 START_TEST(every_call_from_n_fails_cleanly)
 {
     static const int from[] = {1, 20, 3};
-    for (size_t i = 0; i < many_sites(); i++)
-        for (size_t j = 0; j < (stride > 1 ? 2 : sizeof from / sizeof from[0]) && site_wanted(sites[i]); j++) {
+    for (size_t i = 0; i < many_sites(); i++) {
+        if (!site_wanted(sites[i]))
+            continue;
+        for (size_t j = 0; j < (stride > 1 ? 2 : sizeof from / sizeof from[0]); j++) {
             char spec[64];
             snprintf(spec, sizeof spec, "%s:%d+", sites[i], from[j]);
             run_t run = run_probe(sites[i], spec, strcmp(sites[i], "compile") != 0);
             expect_end(&run, 1);
             kt_child_free(&run.r);
         }
+    }
 }
 END_TEST
 
@@ -356,8 +360,9 @@ int main(int argc, char **argv)
     const char *b = getenv("KEEL_TEST_FAULT_BACKEND");
     if (b && b[0])
         backend = b;
+    on_cpu = strcmp(backend, "cpu") == 0;
     only_sites = getenv("KEEL_TEST_FAULT_SITES");
-    if (strcmp(backend, "cpu") != 0 || (only_sites && only_sites[0]))
+    if (!on_cpu || (only_sites && only_sites[0]))
         printf("test-fault: the probe runs on %s; sites: %s\n", backend, only_sites && only_sites[0] ? only_sites : "all");
     const char *st = getenv("KEEL_TEST_FAULT_STRIDE");
     if (st && atoi(st) > 0)
