@@ -396,14 +396,25 @@ run_python() {
 # suite skips their tests after checking that answer.
 HIP_SUITES=${HIP_SUITES:-$(echo $SUITES | tr ' ' '\n' | grep -v '^backends/cuda/' | tr '\n' ' ') backends/hip/test-hip}
 
-run_hip() {
+# enter_hip WHO: run from build-hipnv/ (BUILD and the environment set up
+# for it) until leave_hip; 1, with a note, when it was not built or carried.
+enter_hip() {
     if [ ! -f "$BUILD_HIP/Makefile" ] || [ ! -e "$BUILD_HIP/.libs/keel-hip.so" ]; then
-        note "hip: no build-hipnv/.libs/keel-hip.so: run 'scripts/gpu-run.sh prepare-hip' on the build machine and carry build-hipnv"
-        return
+        note "$1: no build-hipnv/.libs/keel-hip.so: run 'scripts/gpu-run.sh prepare-hip' on the build machine and carry build-hipnv"
+        return 1
     fi
     saved_build=$BUILD saved_ld=$LD_LIBRARY_PATH saved_path=${KEEL_BACKEND_PATH:-}
     BUILD=$BUILD_HIP
     setup_env
+}
+
+leave_hip() {
+    BUILD=$saved_build LD_LIBRARY_PATH=$saved_ld KEEL_BACKEND_PATH=$saved_path
+    export LD_LIBRARY_PATH KEEL_BACKEND_PATH
+}
+
+run_hip() {
+    enter_hip hip || return 0
     {
         date -u
         nvidia-smi -L 2>&1
@@ -425,8 +436,7 @@ run_hip() {
         rc=$?
         note "hip   $t: rc=$rc ($(($(date +%s) - start)) s) $(tail -n 3 "$log" | grep -m1 -E '^[0-9]+%:|^SKIP' || true)"
     done
-    BUILD=$saved_build LD_LIBRARY_PATH=$saved_ld KEEL_BACKEND_PATH=$saved_path
-    export LD_LIBRARY_PATH KEEL_BACKEND_PATH
+    leave_hip
 }
 
 run_sanitize() {
@@ -469,12 +479,8 @@ run_sanitize() {
 # (HIP's NVIDIA platform) instead.
 run_fault() {
     fb=${FAULT_BACKEND:-cuda}
-    saved_build=$BUILD saved_ld=$LD_LIBRARY_PATH saved_path=${KEEL_BACKEND_PATH:-}
     if [ "$fb" = hip ]; then
-        [ -e "$BUILD_HIP/.libs/keel-hip.so" ] ||
-            { note "fault: no build-hipnv/.libs/keel-hip.so: run 'scripts/gpu-run.sh prepare-hip' and carry build-hipnv"; return 1; }
-        BUILD=$BUILD_HIP
-        setup_env
+        enter_hip fault || return 1
     fi
     t=tests/test-fault
     rc=1
@@ -491,8 +497,7 @@ run_fault() {
     else
         note "fault: $t not built"
     fi
-    BUILD=$saved_build LD_LIBRARY_PATH=$saved_ld KEEL_BACKEND_PATH=$saved_path
-    export LD_LIBRARY_PATH KEEL_BACKEND_PATH
+    [ "$fb" = hip ] && leave_hip
     [ "$rc" -eq 0 ]
 }
 
