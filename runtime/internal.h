@@ -92,8 +92,9 @@ struct keel_stream {
     int is_default;
     atomic_int capturing;
     /* The block the last keel_free_async on this stream kept for the next
-     * keel_malloc_async of the same size here (runtime/reuse.c; guarded by
-     * the device's reuse_lock). */
+     * keel_malloc_async of the same size here (runtime/reuse.c; written
+     * under the device's reuse_lock, with atomic stores, so that an
+     * allocation may see an empty slot without taking the lock). */
     void *reuse_ptr;
     size_t reuse_size;
     int reuse_stream_ordered;

@@ -45,7 +45,7 @@ static int link_locked(struct keel_stream *s, void *p, size_t size, int stream_o
     struct keel_device *d = s->device;
     if (s->reuse_ptr != NULL)
         return 0;
-    s->reuse_ptr = p;
+    __atomic_store_n(&s->reuse_ptr, p, __ATOMIC_RELAXED);
     s->reuse_size = size;
     s->reuse_stream_ordered = stream_ordered;
     s->reuse_next = d->reuse_list;
@@ -79,7 +79,7 @@ static void *unlink_locked(struct keel_stream *s, size_t *size, int *stream_orde
         return NULL;
     *size = s->reuse_size;
     *stream_ordered = s->reuse_stream_ordered;
-    s->reuse_ptr = NULL;
+    __atomic_store_n(&s->reuse_ptr, NULL, __ATOMIC_RELAXED);
     *s->reuse_pprev = s->reuse_next;
     if (s->reuse_next)
         s->reuse_next->reuse_pprev = s->reuse_pprev;
@@ -108,6 +108,11 @@ keel_status_t keel__reuse_take(struct keel_stream *s, size_t size, void **p, int
     struct keel_device *d = s->device;
     size_t held = 0;
     *hit = 0;
+    /* A stream that keeps no block (the allocations that cannot be reused)
+     * costs no lock. The slot changes only under the lock; read without it,
+     * an empty slot means the same as a block put there just after. */
+    if (__atomic_load_n(&s->reuse_ptr, __ATOMIC_RELAXED) == NULL)
+        return KEEL_OK;
     pthread_mutex_lock(&d->reuse_lock);
     void *b = unlink_locked(s, &held, stream_ordered);
     pthread_mutex_unlock(&d->reuse_lock);
@@ -157,7 +162,7 @@ keel_status_t keel__reuse_flush(struct keel_device *d, int *released)
         } else {
             if (first == KEEL_OK)
                 first = st;
-            s->reuse_ptr = b;   /* out of the list, on a list of its own (reuse_next) */
+            __atomic_store_n(&s->reuse_ptr, b, __ATOMIC_RELAXED); /* out of the list, on a list of its own (reuse_next) */
             s->reuse_size = size;
             s->reuse_stream_ordered = so;
             s->reuse_next = failed;
