@@ -23,16 +23,14 @@
  *
  * A stream-ordered block that is freed is parked rather than taken out:
  * its node stays in the indexes, marked, and lookups pass over it. The
- * next allocation at the same base (a stream allocating and freeing a
- * temporary gets the same block from the vendor's pool) takes the node
- * back: as it is when the size class is the same, so the pair touches the
- * node and the parking array, not the index slots, the lists and the
- * counts that an entry and a removal write (between vendor calls, which
- * evict the registry's lines, each line is a miss); entered under the new
- * size's blocks when it is not, which still spares the base index, the
- * lists and the tree. At most PARK_SLOTS nodes are parked; an allocation
- * that overlaps one at another base, a question about ranges, the free of
- * the last live allocation and the teardown release them for good.
+ * next allocation at the same base and level (a stream allocating and
+ * freeing a temporary gets the same block from the vendor's pool) takes
+ * the node back as it is, so the pair touches the node and the parking
+ * array, not the index slots, the lists and the counts that an entry and a
+ * removal write: between vendor calls, which evict the registry's lines,
+ * each line is a miss. At most PARK_SLOTS nodes are parked; an allocation
+ * that overlaps one, a question about ranges, the free of the last live
+ * allocation and the teardown release them for good.
  *
  * Beside the live allocations, a small record of recently freed blocks
  * (see internal.h for which blocks it may hold) lets a copy tell a freed
@@ -384,46 +382,10 @@ static void park(node_t *n)
     parked[nparked++] = n;
 }
 
-/* Enters parked node n, whose base is a's, under a's level and blocks in
- * place of its own, so that it can take a's size without leaving the base
- * index, the live list or the tree (ordered by base; its neighbours do not
- * overlap a, see take_parked). 0, or -1 out of memory: then n is as it was. */
-static int relevel(node_t *n, const keel__alloc_t *a)
-{
-    unsigned lo = level_of(n->a.size), ln = level_of(a->size);
-    uintptr_t o[2] = {block_key(lo, n->a.base), last_block_key(n, lo)};
-    uintptr_t k[2] = {block_key(ln, a->base), block_key(ln, a->base + a->size - 1)};
-    int nk = k[1] != k[0] ? 2 : 1, no = o[1] != o[0] ? 2 : 1;
-    int added[2] = {0, 0};
-    for (int i = 0; i < nk; i++) {
-        if (k[i] == o[0] || (no == 2 && k[i] == o[1]))
-            continue; /* entered already */
-        if (keel__ai_insert(&by_block, k[i], n) != 0) {
-            for (int j = 0; j < i; j++)
-                if (added[j])
-                    keel__ai_remove(&by_block, k[j], n);
-            return -1;
-        }
-        added[i] = 1;
-    }
-    for (int i = 0; i < no; i++)
-        if (o[i] != k[0] && (nk == 1 || o[i] != k[1]))
-            keel__ai_remove(&by_block, o[i], n);
-    if (--level_count[lo] == 0)
-        levels_used &= ~(UINT64_C(1) << lo);
-    level_count[ln]++;
-    levels_used |= UINT64_C(1) << ln;
-    n->a.size = a->size;
-    return 0;
-}
-
-/* For an allocation a about to be added: the parked node it can take back,
- * out of the array; every other parked node that overlaps a is released, so
- * that no two nodes ever overlap. A node of the same base and level and
- * blocks keeps its index entries as they are; one of the same base and
- * another size (a vendor pool that hands out a freed block's address again
- * for an allocation of another size) is entered under a's blocks instead
- * of its own (relevel). NULL when none fits. */
+/* For an allocation a about to be added: the parked node it can take back
+ * (same base, same level and blocks, so its index entries hold), out of
+ * the array; every other parked node that overlaps a is released, so that
+ * no two nodes ever overlap. NULL when none fits. */
 static node_t *take_parked(const keel__alloc_t *a)
 {
     unsigned l = level_of(a->size);
@@ -431,7 +393,8 @@ static node_t *take_parked(const keel__alloc_t *a)
     node_t *fit = NULL;
     for (unsigned i = 0; i < nparked;) {
         node_t *p = parked[i];
-        if (!fit && p->a.base == a->base) {
+        if (!fit && p->a.base == a->base && level_of(p->a.size) == l &&
+            last_block_key(p, l) == block_key(l, end - 1)) {
             fit = p;
             i++;
         } else if (p->a.base < end && a->base < p->a.base + p->a.size) {
@@ -440,18 +403,10 @@ static node_t *take_parked(const keel__alloc_t *a)
             i++;
         }
     }
-    if (!fit)
-        return NULL;
-    for (unsigned i = 0; i < nparked; i++)
-        if (parked[i] == fit) {
-            node_t *n = unpark(i);
-            int same = level_of(n->a.size) == l && last_block_key(n, l) == block_key(l, end - 1);
-            if (!same && relevel(n, a) != 0) {
-                release(n);
-                return NULL;
-            }
-            return n;
-        }
+    if (fit)
+        for (unsigned i = 0; i < nparked; i++)
+            if (parked[i] == fit)
+                return unpark(i);
     return NULL;
 }
 
@@ -527,7 +482,7 @@ static keel_status_t add(const keel__alloc_t *a)
     pthread_mutex_lock(&lock);
     node_t *n = nparked ? take_parked(a) : NULL;
     if (n) {
-        n->a = *a; /* base and blocks as entered: the indexes and the tree hold */
+        n->a = *a; /* base and blocks as before: the indexes and the tree hold */
         bump_generation();
         pthread_mutex_unlock(&lock);
         return KEEL_OK;

@@ -8,8 +8,8 @@
  * stream-ordered ones freed as keel_free_async frees them (the entry
  * parked), and the next allocation of a region often lands at the freed
  * base with another size, as a vendor's pool hands out a freed block
- * again: the parked entry is then taken back as it is, entered under
- * other blocks, or released. Every lookup (by base, inside, one past the
+ * again: the parked entry is then taken back as it is (the same size
+ * class), or released and the allocation entered anew. Every lookup (by base, inside, one past the
  * end; through the registry and through the thread's cache) is checked
  * against the model. */
 #include <stdint.h>
