@@ -193,7 +193,17 @@ typedef struct freed {
     keel__freed_state_t state; /* KEEL__FREED_FORGET: an empty slot */
 } freed_t;
 static freed_t freed[KEEL__FREED_SLOTS];
-static uintptr_t freed_base[KEEL__FREED_SLOTS];
+static uintptr_t freed_base[KEEL__FREED_SLOTS]; /* 0: an empty slot */
+/* How many slots hold a base of each hash (a counting filter of one cache
+ * line): the search for a base that no slot holds, the usual case, reads
+ * one count instead of the whole array. */
+#define FREED_HASH_BITS 6
+static uint8_t freed_hash_count[1u << FREED_HASH_BITS];
+
+static unsigned freed_hash(uintptr_t base)
+{
+    return (unsigned)(((uint64_t)base * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - FREED_HASH_BITS));
+}
 static unsigned freed_next;
 static unsigned freed_held;
 
@@ -417,11 +427,27 @@ static void freed_clear(unsigned i)
     if (freed[i].state == KEEL__FREED_HELD)
         freed_held--;
     freed[i].state = KEEL__FREED_FORGET;
+    if (freed_base[i])
+        freed_hash_count[freed_hash(freed_base[i])]--;
     freed_base[i] = 0;
 }
 
+static void freed_set_base(unsigned i, uintptr_t base)
+{
+    freed_base[i] = base;
+    freed_hash_count[freed_hash(base)]++;
+}
+
+/* The slot holding base, the newest looked at first (the block freed last
+ * is often the one asked about: a stream reusing or releasing one block),
+ * or -1. */
 static int freed_find_base(uintptr_t base)
 {
+    unsigned newest = (freed_next + KEEL__FREED_SLOTS - 1) % KEEL__FREED_SLOTS;
+    if (freed_base[newest] == base && freed[newest].state != KEEL__FREED_FORGET)
+        return (int)newest;
+    if (!freed_hash_count[freed_hash(base)])
+        return -1;
     for (unsigned i = 0; i < KEEL__FREED_SLOTS; i++)
         if (freed_base[i] == base && freed[i].state != KEEL__FREED_FORGET)
             return (int)i;
@@ -433,14 +459,7 @@ static void retire_locked(const keel__alloc_t *a, keel__freed_state_t state,
 {
     *nevicted = 0;
     unsigned newest = (freed_next + KEEL__FREED_SLOTS - 1) % KEEL__FREED_SLOTS;
-    int at;
-    /* The block freed last is often the one freed before it (a stream
-     * reusing one block): then its own slot is the newest and nothing else
-     * needs a look. */
-    if (freed_base[newest] == a->base && freed[newest].state != KEEL__FREED_FORGET)
-        at = (int)newest;
-    else
-        at = freed_find_base(a->base);
+    int at = freed_find_base(a->base);
     if (at >= 0) {
         /* A held entry of the same base cannot be there (a held block is
          * still allocated, so no allocation can have its base); should one
@@ -460,7 +479,7 @@ static void retire_locked(const keel__alloc_t *a, keel__freed_state_t state,
         freed[i].a = *a;
         freed[i].a.reach = 0;
         freed[i].state = state;
-        freed_base[i] = a->base;
+        freed_set_base(i, a->base);
         if (state == KEEL__FREED_HELD && ++freed_held > KEEL__HOLD_MAX_BLOCKS) {
             /* Too many held: the oldest held one goes back (and is forgotten). */
             for (unsigned k = 0; k < KEEL__FREED_SLOTS; k++) {
