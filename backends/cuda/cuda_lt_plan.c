@@ -263,6 +263,13 @@ enum { LT_TIMING_ROUNDS = 3 };
  * is cuBLASLt's own estimate. */
 #define LT_PICK_MARGIN 0.01f
 
+/* A candidate's fastest round so far (0: none timed yet, -1: a round
+ * failed) with one more round's time m (0 or less: it failed) folded in. */
+static float fastest_round(float best, float m)
+{
+    return m <= 0 || best < 0 ? -1.0f : best == 0 || m < best ? m : best;
+}
+
 /* The index of the fastest of the plan's candidates (0, the heuristic's
  * first, when timing fails), and its time in *best_ms (0 then). A
  * candidate that fails in any round is left out. */
@@ -275,8 +282,7 @@ static int time_candidates(lt_timer_t *t, const lt_entry_t *e, lt_run_fn run, vo
         for (int i = 0; i < e->ncand; i++) {
             if (ms[i] < 0)
                 continue;
-            float m = time_runs(t, run, ctx, &e->cand[i].algo);
-            ms[i] = m <= 0 ? -1.0f : ms[i] == 0 || m < ms[i] ? m : ms[i];
+            ms[i] = fastest_round(ms[i], time_runs(t, run, ctx, &e->cand[i].algo));
         }
     int best = 0;
     *best_ms = 0;
@@ -369,10 +375,8 @@ static int dense_pick(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const
     float fused = 0, split = 0;
     int best = time_candidates(t, e, run_matmul, &r, &fused);
     if (fused > 0 && tune->unfused) {
-        for (int round = 0; round < LT_TIMING_ROUNDS && (round == 0 || split > 0); round++) {
-            float m = time_runs(t, run_unfused, (void *)tune, NULL);
-            split = m <= 0 ? 0 : round == 0 || m < split ? m : split; /* its fastest round, as the epilogue's */
-        }
+        for (int round = 0; round < LT_TIMING_ROUNDS && split >= 0; round++) /* its fastest round, as the epilogue's */
+            split = fastest_round(split, time_runs(t, run_unfused, (void *)tune, NULL));
         atomic_store_explicit(&e->unfused, split > 0 && split < fused, memory_order_relaxed);
     }
     if (keel__gpu_host->log_enabled(KEEL_LOG_DEBUG))
@@ -380,7 +384,7 @@ static int dense_pick(lt_entry_t *e, cublasLtHandle_t lt, size_t ws_bytes, const
                             "cuda: dense plan %llux%llux%llu: epilogue candidate %d of %d %.2f us, "
                             "GEMM + pass %.2f us: %s",
                             (unsigned long long)p->m, (unsigned long long)p->n, (unsigned long long)p->k, best,
-                            e->ncand, 1e3 * fused / t->runs, 1e3 * split / t->runs,
+                            e->ncand, 1e3 * fused / t->runs, 1e3 * (split > 0 ? split : 0) / t->runs,
                             atomic_load_explicit(&e->unfused, memory_order_relaxed) ? "GEMM + pass" : "epilogue");
     return best;
 }
