@@ -193,7 +193,7 @@ typedef struct freed {
     keel__freed_state_t state; /* KEEL__FREED_FORGET: an empty slot */
 } freed_t;
 static freed_t freed[KEEL__FREED_SLOTS];
-static uintptr_t freed_base[KEEL__FREED_SLOTS]; /* 0: an empty slot */
+static uintptr_t freed_base[KEEL__FREED_SLOTS]; /* 0 exactly where the slot is empty (KEEL__FREED_FORGET) */
 /* How many slots hold a base of each hash (a counting filter of one cache
  * line): the search for a base that no slot holds, the usual case, reads
  * one count instead of the whole array. */
@@ -444,12 +444,12 @@ static void freed_set_base(unsigned i, uintptr_t base)
 static int freed_find_base(uintptr_t base)
 {
     unsigned newest = (freed_next + KEEL__FREED_SLOTS - 1) % KEEL__FREED_SLOTS;
-    if (freed_base[newest] == base && freed[newest].state != KEEL__FREED_FORGET)
+    if (freed_base[newest] == base)
         return (int)newest;
     if (!freed_hash_count[freed_hash(base)])
         return -1;
     for (unsigned i = 0; i < KEEL__FREED_SLOTS; i++)
-        if (freed_base[i] == base && freed[i].state != KEEL__FREED_FORGET)
+        if (freed_base[i] == base)
             return (int)i;
     return -1;
 }
