@@ -646,7 +646,6 @@ copies:;
         row("malloc_async+free_async 1 MiB, sizes alternate", "us", c, 0, 1.05);
     }
 
-
     CHECK(keel_free(kh));
     CHECK(keel_free(kd));
     CHECK(keel_free(kd2));
