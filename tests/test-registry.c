@@ -36,6 +36,11 @@ typedef struct region {
 } region_t;
 
 static region_t reg[REGIONS];
+
+static uintptr_t region_start(int i)
+{
+    return ARENA + (uintptr_t)i * REGION_BYTES;
+}
 static struct keel_device *const dev = (struct keel_device *)&reg; /* a tag: never dereferenced */
 
 /* The live allocation of the model holding addr, or NULL. */
@@ -92,7 +97,7 @@ static void check_addr(uintptr_t addr)
  * (which must not answer for a changed registry). */
 static void check_region(int i)
 {
-    uintptr_t start = ARENA + (uintptr_t)i * REGION_BYTES;
+    uintptr_t start = region_start(i);
     const keel__alloc_t *c = keel__registry_lookup((const void *)(reg[i].base + reg[i].size / 2));
     expect(reg[i].base + reg[i].size / 2, c != NULL, c, "after a change");
     check_addr(start);
@@ -130,7 +135,7 @@ START_TEST(matches_a_model_while_blocks_are_parked_and_taken_back)
 {
     int parked_reuse = 0, other_size = 0;
     for (int i = 0; i < REGIONS; i++)
-        reg[i] = (region_t){.base = ARENA + (uintptr_t)i * REGION_BYTES, .size = 1};
+        reg[i] = (region_t){.base = region_start(i), .size = 1};
     int last_freed = -1;
     for (int step = 0; step < STEPS; step++) {
         uint64_t r = kt_rand64();
@@ -138,7 +143,7 @@ START_TEST(matches_a_model_while_blocks_are_parked_and_taken_back)
         int again = last_freed >= 0 && r % 2 == 0;
         int i = again ? last_freed : (int)((r >> 8) % REGIONS);
         region_t *g = &reg[i];
-        uintptr_t start = ARENA + (uintptr_t)i * REGION_BYTES;
+        uintptr_t start = region_start(i);
         if (!g->live) {
             uintptr_t base = again ? g->base : start + ((r >> 20) % 3 == 0 ? 0 : ((r >> 24) % 4096) * 256);
             size_t size = pick_size(base - start);
