@@ -91,14 +91,8 @@ __global__ void __launch_bounds__(REREAD_THREADS, REREAD_MIN_BLOCKS)
             C v[P][N];
             bool has[P];
             reread_chunk<T, P, true>(xr, c0, hi, v, has);
-            C m = values_max<C, P, N>(v, [](int) { return true; });
-            C sh = m == (C)-INFINITY ? (C)0 : m, s = 0;
-#pragma unroll
-            for (int i = 0; i < P; i++)
-#pragma unroll
-                for (int k = 0; k < N; k++)
-                    s += row_exp_shift<T>(v[i][k], sh);
-            acc = stat_merge<C, false>(acc, RowStat<C>{m, s, (C)0});
+            // the chunk's (max, sum of exponentials); its pads are -inf
+            acc = stat_merge<C, false>(acc, vals_stat<T, false, P, N>(v, P, false));
         }
         RowStat<C> t = row_stat_merge<C, false>(acc, warp_stat, block_stat, par, cl);
         RowNorm<C> q = row_norm<C, false>(t, cols, 0.0, lg);
