@@ -432,6 +432,12 @@ static void freed_clear(unsigned i)
     freed_base[i] = 0;
 }
 
+/* The slot written last. */
+static unsigned freed_newest(void)
+{
+    return (freed_next + KEEL__FREED_SLOTS - 1) % KEEL__FREED_SLOTS;
+}
+
 static void freed_set_base(unsigned i, uintptr_t base)
 {
     freed_base[i] = base;
@@ -443,7 +449,7 @@ static void freed_set_base(unsigned i, uintptr_t base)
  * or -1. */
 static int freed_find_base(uintptr_t base)
 {
-    unsigned newest = (freed_next + KEEL__FREED_SLOTS - 1) % KEEL__FREED_SLOTS;
+    unsigned newest = freed_newest();
     if (freed_base[newest] == base)
         return (int)newest;
     if (!freed_hash_count[freed_hash(base)])
@@ -458,7 +464,7 @@ static void retire_locked(const keel__alloc_t *a, keel__freed_state_t state,
                           keel__alloc_t evicted[KEEL__RETIRE_EVICTS], int *nevicted)
 {
     *nevicted = 0;
-    unsigned newest = (freed_next + KEEL__FREED_SLOTS - 1) % KEEL__FREED_SLOTS;
+    unsigned newest = freed_newest();
     int at = freed_find_base(a->base);
     if (at >= 0) {
         /* A held entry of the same base cannot be there (a held block is
