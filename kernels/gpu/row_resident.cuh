@@ -367,6 +367,12 @@ __device__ inline RowStat<typename Num<T>::C> vals_stat(typename Num<T>::C (&v)[
 // writes this row's slot (par), then waits for the cluster; it writes that
 // slot again two rows later, after the next row's barrier, which no block
 // passes before it has read this row's slots: one barrier per row.
+// Softmax reads the cl slots at once, lane b block b's, and merges them by
+// a butterfly (group_stat): one remote read's latency where reading them in
+// turn took cl (on an H100, f32 softmax 256x262144 on clusters of 16 went
+// from 0.73 to 0.80 of copy bandwidth, bf16 1024x65536 from 0.82 to 0.84).
+// Layer norm merges them in turn: its butterfly of Welford merges measured
+// slower on clusters of 4 (f32 1024x65536 0.89 against 0.90).
 template <typename C, bool LN>
 __device__ inline RowStat<C> row_stat_merge(RowStat<C> own, RowStat<C> *warp_stat, RowStat<C> *block_stat, int &par,
                                             int cl)
@@ -385,9 +391,14 @@ __device__ inline RowStat<C> row_stat_merge(RowStat<C> own, RowStat<C> *warp_sta
         if (threadIdx.x == 0)
             block_stat[par] = t;
         cluster.sync();
-        t = *cluster.map_shared_rank(&block_stat[par], 0);
-        for (int b = 1; b < cl; b++)
-            t = stat_merge<C, LN>(t, *cluster.map_shared_rank(&block_stat[par], b));
+        if (LN) {
+            t = *cluster.map_shared_rank(&block_stat[par], 0);
+            for (int b = 1; b < cl; b++)
+                t = stat_merge<C, LN>(t, *cluster.map_shared_rank(&block_stat[par], b));
+        } else {
+            t = lane < cl ? *cluster.map_shared_rank(&block_stat[par], lane) : stat_identity<C, LN>();
+            t = group_stat<C, LN, 32>(t);
+        }
         par ^= 1;
     }
 #else
