@@ -1,16 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 // Row operations of the built-in operations: softmax, log-softmax and
-// layer norm along the rows of a 2-D array. Aligned half-type softmax rows
-// of 65536 columns and more take the kernel that reads a row twice
-// (row_reread.cuh, CUDA), other aligned long rows of half types the
-// streamed kernels (row_streamed.cuh, CUDA), aligned rows of up to 32768
-// packs the register-resident kernels (launch_rows_fast); the rest the
-// general kernels, which keep a row in shared memory when it fits.
+// layer norm along the rows of a 2-D array. Aligned long rows of half
+// types, and f32 rows past what a cluster of 8 holds in registers, take the
+// streamed kernels (row_streamed.cuh, CUDA), other aligned rows of up to
+// 32768 packs the register-resident kernels (launch_rows_fast); the rest
+// the general kernels, which keep a row in shared memory when it fits.
 #include "kernels/gpu/gpu_common.cuh"
 #include "kernels/gpu/row_stats.cuh"
 #include "kernels/gpu/row_resident.cuh"
 #include "kernels/gpu/row_streamed.cuh"
-#include "kernels/gpu/row_reread.cuh"
 
 namespace {
 
@@ -375,9 +373,6 @@ cudaError_t launch_softmax(cudaStream_t s, size_t rows, size_t cols, const void 
     T *py = (T *)y;
     bool done;
 #ifndef KEEL_GPU_HIP
-    cudaError_t reread = launch_softmax_reread<T>(s, rows, cols, px, ldx, lg, py, ldy, &done);
-    if (done)
-        return reread;
     cudaError_t streamed =
         launch_rows_streamed<T, false>(s, rows, cols, px, ldx, NULL, NULL, 0.0, lg, py, ldy, &done);
     if (done)

@@ -4,18 +4,7 @@
 #ifndef KEEL_KERNELS_GPU_ROW_RESIDENT_CUH
 #define KEEL_KERNELS_GPU_ROW_RESIDENT_CUH
 
-#ifndef KEEL_GPU_HIP
-#include <cooperative_groups.h> // clusters (sm_90); HIP has none and compiles them out
-#endif
-// Device code for thread block clusters: CUDA's, from sm_90. Not in the HIP
-// build, AMD or NVIDIA platform alike: nvcc defines __CUDA_ARCH__ on HIP's
-// NVIDIA platform too, but HIP has no cluster launch (cluster_launch_ok).
-#if !defined(KEEL_GPU_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define KEEL_GPU_CLUSTER_CODE 1
-#else
-#define KEEL_GPU_CLUSTER_CODE 0
-#endif
-#include "kernels/gpu/row_stats.cuh"
+#include "kernels/gpu/row_merge.cuh"
 
 namespace {
 
@@ -35,47 +24,6 @@ namespace {
 // Longer rows, unaligned data and devices without clusters take the
 // general kernels of row_kernels.cu.
 // ======================================================================
-
-// Statistics of a slice of a row: softmax (m = max, s = sum of exp(x - m))
-// or layer norm (n values, their mean, sum of squared deviations m2).
-template <typename C> struct RowStat {
-    C a, b, c;
-};
-
-template <typename C, bool LN> __device__ inline RowStat<C> stat_identity()
-{
-    return LN ? RowStat<C>{(C)0, (C)0, (C)0} : RowStat<C>{(C)-INFINITY, (C)0, (C)0};
-}
-
-template <typename C, bool LN> __device__ inline RowStat<C> stat_merge(RowStat<C> x, RowStat<C> y)
-{
-    if (LN) {
-        WF<C> w = wf_merge(WF<C>{x.a, x.b, x.c}, WF<C>{y.a, y.b, y.c});
-        return RowStat<C>{w.n, w.mean, w.m2};
-    }
-    MS<C> m = ms_merge(MS<C>{x.a, x.b}, MS<C>{y.a, y.b});
-    return RowStat<C>{m.m, m.s, (C)0};
-}
-
-template <typename C> __device__ inline RowStat<C> stat_shfl_xor(RowStat<C> v, int off)
-{
-    return RowStat<C>{__shfl_xor_sync(0xffffffffu, v.a, off), __shfl_xor_sync(0xffffffffu, v.b, off),
-                      __shfl_xor_sync(0xffffffffu, v.c, off)};
-}
-
-// Butterfly over aligned groups of G lanes, then the group's first lane's
-// result to all of them (the layer-norm merge is not commutative to the last
-// bit, and every lane must normalize with the same numbers).
-template <typename C, bool LN, int G> __device__ inline RowStat<C> group_reduce(RowStat<C> v)
-{
-#pragma unroll
-    for (int o = G / 2; o > 0; o >>= 1)
-        v = stat_merge<C, LN>(v, stat_shfl_xor(v, o));
-    if (G > 1)
-        v = RowStat<C>{__shfl_sync(0xffffffffu, v.a, 0, G), __shfl_sync(0xffffffffu, v.b, 0, G),
-                       __shfl_sync(0xffffffffu, v.c, 0, G)};
-    return v;
-}
 
 // What the output pass needs, from a row's merged statistics.
 template <typename C> struct RowNorm {
@@ -149,40 +97,6 @@ __device__ inline void row_out(T *yr, size_t p, const typename Num<T>::C (&v)[Pa
 // and an exponential or a division: with one pack per lane, the merges made
 // softmax over 128 f32 columns compute-bound (0.56x torch).
 constexpr int GROUP_THREADS = 128;
-
-template <typename C> __device__ inline C max_nan(C a, C b)
-{
-    return (b > a || b != b) ? b : a; // NaN sticks
-}
-
-template <typename C, int G> __device__ inline C group_sum(C v)
-{
-#pragma unroll
-    for (int o = G / 2; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-template <typename C, int G> __device__ inline C group_max(C v)
-{
-#pragma unroll
-    for (int o = G / 2; o > 0; o >>= 1)
-        v = max_nan(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-// A group's row statistics from its lanes' (group_reduce's result, in
-// every lane). Softmax takes the group's max first and rescales each lane's
-// sum to it once: one exponential per lane, where merging (max, sum) pairs
-// along the butterfly costs two per step.
-template <typename C, bool LN, int G> __device__ inline RowStat<C> group_stat(RowStat<C> v)
-{
-    if (LN)
-        return group_reduce<C, LN, G>(v);
-    C m = group_max<C, G>(v.a);
-    C s = m != m ? m : m == (C)-INFINITY ? (C)0 : v.b * c_exp(v.a - m);
-    return RowStat<C>{m, group_sum<C, G>(s), (C)0};
-}
 
 // The largest of a thread's values v[i][*] for the packs i where has(i):
 // by the fast maximum, then NaN where that leaves -inf but a NaN was there
@@ -361,52 +275,6 @@ __device__ inline RowStat<typename Num<T>::C> vals_stat(typename Num<T>::C (&v)[
     return RowStat<C>{m, s, (C)0};
 }
 
-// A row's statistics from its threads' (own), merged across the block
-// through warp_stat and, for a cluster of cl blocks, across the cluster
-// through the blocks' block_stat slots (distributed shared memory). A block
-// writes this row's slot (par), then waits for the cluster; it writes that
-// slot again two rows later, after the next row's barrier, which no block
-// passes before it has read this row's slots: one barrier per row.
-// Softmax reads the cl slots at once, lane b block b's, and merges them by
-// a butterfly (group_stat): one remote read's latency where reading them in
-// turn took cl (on an H100, f32 softmax 256x262144 on clusters of 16 went
-// from 0.73 to 0.80 of copy bandwidth, bf16 1024x65536 from 0.82 to 0.84).
-// Layer norm merges them in turn: its butterfly of Welford merges measured
-// slower on clusters of 4 (f32 1024x65536 0.89 against 0.90).
-template <typename C, bool LN>
-__device__ inline RowStat<C> row_stat_merge(RowStat<C> own, RowStat<C> *warp_stat, RowStat<C> *block_stat, int &par,
-                                            int cl)
-{
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    RowStat<C> t = group_stat<C, LN, 32>(own);
-    __syncthreads(); // warp_stat may still be read for the previous row
-    if (lane == 0)
-        warp_stat[w] = t;
-    __syncthreads();
-    t = group_stat<C, LN, 32>(lane < nw ? warp_stat[lane] : stat_identity<C, LN>());
-#if KEEL_GPU_CLUSTER_CODE
-    if (cl > 1) {
-        namespace cg = cooperative_groups;
-        cg::cluster_group cluster = cg::this_cluster();
-        if (threadIdx.x == 0)
-            block_stat[par] = t;
-        cluster.sync();
-        if (LN) {
-            t = *cluster.map_shared_rank(&block_stat[par], 0);
-            for (int b = 1; b < cl; b++)
-                t = stat_merge<C, LN>(t, *cluster.map_shared_rank(&block_stat[par], b));
-        } else {
-            t = lane < cl ? *cluster.map_shared_rank(&block_stat[par], lane) : stat_identity<C, LN>();
-            t = group_stat<C, LN, 32>(t);
-        }
-        par ^= 1;
-    }
-#else
-    (void)block_stat, (void)par, (void)cl;
-#endif
-    return t;
-}
-
 // One block per row, or with a cluster launch of CL blocks, one cluster per
 // row (block rank b holds packs [b * blockDim.x * PPT, (b + 1) * ...)).
 constexpr int ROW_BLOCK_MAX = 512;
@@ -422,10 +290,11 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
 {
     typedef typename Num<T>::C C;
     __shared__ RowStat<C> warp_stat[ROW_BLOCK_MAX / 32];
-    __shared__ RowStat<C> block_stat[2]; // by row parity: one cluster barrier per row
-    int par = 0;
+    constexpr bool BAR = LN && PPT == 8; // f32 layer norm: row_stat_merge_bar
+    __shared__ ClusterStats<C> cstats;
+    __shared__ RowStat<C> block_stat[2];
     size_t np = cols / Pack<T>::N;
-    int rank = 0;
+    int rank = 0, par = 0;
 #if KEEL_GPU_CLUSTER_CODE
     namespace cg = cooperative_groups;
     if (cl > 1)
@@ -435,6 +304,8 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
         return; // the launcher only asks for clusters where the device has them
 #endif
     size_t first = (size_t)rank * blockDim.x * PPT + threadIdx.x;
+    if (!BAR)
+        cluster_stats_init(&cstats, cl);
     for (size_t r = blockIdx.x / cl; r < rows; r += gridDim.x / cl) {
         const T *xr = x + r * ldx;
         // Each value converted once (half types), exponentials kept in the
@@ -451,7 +322,8 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
         }
         bool keep = !LN && !lg;
         RowStat<C> own = vals_stat<T, LN, PPT, N>(v, cnt, keep);
-        RowStat<C> t = row_stat_merge<C, LN>(own, warp_stat, block_stat, par, cl);
+        RowStat<C> t = BAR ? row_stat_merge_bar<C>(own, warp_stat, block_stat, par, cl)
+                           : row_stat_merge<C, LN>(own, warp_stat, &cstats, cl);
         RowNorm<C> q = row_norm<C, LN>(t, cols, eps, lg);
         C kf = keep && !q.bad ? c_exp(own.a - t.a) * q.scale : (C)0;
         T *yr = y + r * ldy;

@@ -38,9 +38,9 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Pack<T> *slots = reinterpret_cast<Pack<T> *>(smem_raw); // thread t owns t + i * blockDim.x
     __shared__ RowStat<C> warp_stat[ROW_BLOCK_MAX / 32];
-    __shared__ RowStat<C> block_stat[2]; // by row parity: one cluster barrier per row
+    __shared__ ClusterStats<C> cstats;
     size_t np = cols / N;
-    int rank = 0, par = 0;
+    int rank = 0;
 #if KEEL_GPU_CLUSTER_CODE
     namespace cg = cooperative_groups;
     if (cl > 1)
@@ -63,6 +63,7 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
     };
     if (r < rows)
         fetch(r);
+    cluster_stats_init(&cstats, cl);
     bool keep = !LN && !lg;
     for (; r < rows; r += step) {
         __pipeline_wait_prior(0);
@@ -76,7 +77,7 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
         if (r + step < rows)
             fetch(r + step);
         RowStat<C> own = vals_stat<T, LN, PPT, N>(v, cnt, keep);
-        RowStat<C> t = row_stat_merge<C, LN>(own, warp_stat, block_stat, par, cl);
+        RowStat<C> t = row_stat_merge<C, LN>(own, warp_stat, &cstats, cl);
         RowNorm<C> q = row_norm<C, LN>(t, cols, eps, lg);
         C kf = keep && !q.bad ? c_exp(own.a - t.a) * q.scale : (C)0;
         T *yr = y + r * ldy;
@@ -153,21 +154,20 @@ inline bool async_copy_ok()
 }
 
 // Half types: rows past one block's 2048 packs (16k values) up to a
-// cluster of 8 take the streamed kernel, which also keeps each value (or
+// cluster of 16 take the streamed kernel, which also keeps each value (or
 // exponential) in float so the output pass converts and exponentiates
-// nothing again. Measured on the H200 against the register-resident
-// cluster kernels, fraction of copy bandwidth: bf16 softmax 65536 columns
-// 0.45 -> 0.66; bf16 layer norm 32768 to 131072 columns 0.42-0.64 ->
-// 0.50-0.71 (on an H100 at 65536 columns, softmax 0.76 -> 0.79 and layer
-// norm 0.71 -> 0.72). Up to one block's packs the register-resident block kernel
-// is the faster one for both (H100, bf16 softmax at 4096 and 16384
-// columns: 0.98 of copy against 0.85-0.86 streamed). f32 softmax past
-// what a cluster of 8 holds in registers (131072 values) up to 262144
-// values takes it on a cluster of 16, eight packs a thread, instead of the
-// general kernel that reads each row twice: 256 x 262144 on an H100, 0.63
-// -> 0.73 of copy (f32 layer norm there measured 0.64 -> 0.56, and half
-// types past 8 blocks 0.56 -> 0.43-0.55, so those keep their kernels).
-// *done says whether it was launched.
+// nothing again. Up to one block's packs the register-resident block
+// kernel is the faster one (H100, bf16 softmax at 4096 and 16384 columns:
+// 0.98 of copy against 0.85-0.86 streamed). f32 rows past what a cluster
+// of 8 holds in registers (131072 values) up to 262144 values take it on a
+// cluster of 16, eight packs a thread, instead of the general kernel that
+// reads each row twice. Clusters of 16 are a non-portable size: where the
+// device refuses one, the other kernels take the row. Measured on an H100
+// against the kernels these rows took before, fraction of copy bandwidth
+// (docs/performance.md): bf16 softmax 1024x65536 0.83 -> 0.85 and 256 x
+// 262144 0.75 -> 0.91 (against reading each row twice in a cluster of 8);
+// bf16 layer norm 256x262144 0.56 -> 0.75 and f32 layer norm 0.64 -> 0.87
+// (against the general kernel). *done says whether it was launched.
 template <typename T, bool LN>
 cudaError_t launch_rows_streamed(cudaStream_t s, size_t rows, size_t cols, const T *x, size_t ldx, const T *gm,
                                  const T *bt, double eps, int lg, T *y, size_t ldy, bool *done)
@@ -176,11 +176,11 @@ cudaError_t launch_rows_streamed(cudaStream_t s, size_t rows, size_t cols, const
     constexpr int P = f32 ? 8 : 4;
     constexpr size_t per_block = (size_t)ROW_BLOCK_MAX * P;
     *done = false;
-    if constexpr (sizeof(T) > sizeof(float) || (f32 && LN)) {
+    if constexpr (sizeof(T) > sizeof(float)) {
         return cudaSuccess;
     } else {
         size_t np = cols / Pack<T>::N;
-        size_t least = f32 ? 8 * per_block : per_block, most = (f32 ? 16 : 8) * per_block;
+        size_t least = f32 ? 8 * per_block : per_block, most = 16 * per_block;
         if (rows == 0 || !row_vec_ok<T>(cols, ldx, ldy, x, y) || (gm && !aligned16(gm)) || (bt && !aligned16(bt)) ||
             np <= least || np > most || !async_copy_ok())
             return cudaSuccess;
