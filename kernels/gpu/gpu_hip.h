@@ -25,6 +25,7 @@
 #define cudaError_t hipError_t
 #define cudaStream_t hipStream_t
 #define cudaSuccess hipSuccess
+#define cudaErrorInvalidValue hipErrorInvalidValue
 #define cudaGetLastError hipGetLastError
 #define cudaGetDevice hipGetDevice
 #ifdef __HIP_PLATFORM_NVIDIA__

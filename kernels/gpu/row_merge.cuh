@@ -31,36 +31,6 @@ template <typename C, bool LN> __device__ inline RowStat<C> stat_identity()
     return LN ? RowStat<C>{(C)0, (C)0, (C)0} : RowStat<C>{(C)-INFINITY, (C)0, (C)0};
 }
 
-template <typename C, bool LN> __device__ inline RowStat<C> stat_merge(RowStat<C> x, RowStat<C> y)
-{
-    if (LN) {
-        WF<C> w = wf_merge(WF<C>{x.a, x.b, x.c}, WF<C>{y.a, y.b, y.c});
-        return RowStat<C>{w.n, w.mean, w.m2};
-    }
-    MS<C> m = ms_merge(MS<C>{x.a, x.b}, MS<C>{y.a, y.b});
-    return RowStat<C>{m.m, m.s, (C)0};
-}
-
-template <typename C> __device__ inline RowStat<C> stat_shfl_xor(RowStat<C> v, int off)
-{
-    return RowStat<C>{__shfl_xor_sync(0xffffffffu, v.a, off), __shfl_xor_sync(0xffffffffu, v.b, off),
-                      __shfl_xor_sync(0xffffffffu, v.c, off)};
-}
-
-// Butterfly over aligned groups of G lanes, then the group's first lane's
-// result to all of them (the layer-norm merge is not commutative to the last
-// bit, and every lane must normalize with the same numbers).
-template <typename C, bool LN, int G> __device__ inline RowStat<C> group_reduce(RowStat<C> v)
-{
-#pragma unroll
-    for (int o = G / 2; o > 0; o >>= 1)
-        v = stat_merge<C, LN>(v, stat_shfl_xor(v, o));
-    if (G > 1)
-        v = RowStat<C>{__shfl_sync(0xffffffffu, v.a, 0, G), __shfl_sync(0xffffffffu, v.b, 0, G),
-                       __shfl_sync(0xffffffffu, v.c, 0, G)};
-    return v;
-}
-
 template <typename C> __device__ inline C max_nan(C a, C b)
 {
     return (b > a || b != b) ? b : a; // NaN sticks
@@ -82,14 +52,29 @@ template <typename C, int G> __device__ inline C group_max(C v)
     return v;
 }
 
-// A group's row statistics from its lanes' (group_reduce's result, in
-// every lane). Softmax takes the group's max first and rescales each lane's
-// sum to it once: one exponential per lane, where merging (max, sum) pairs
-// along the butterfly costs two per step.
+// A group's row statistics from its lanes' (every lane gets them, bit for
+// bit: a butterfly step adds the same two numbers in both lanes). Softmax
+// takes the group's max first and rescales each lane's sum to it once: one
+// exponential per lane, where merging (max, sum) pairs along the butterfly
+// costs two per step. Layer norm merges the lanes' (n, mean, m2) at once:
+// the group's mean from their sums, then the sum of each lane's m2 and
+// n (mean - group mean)^2, which is what merging them in pairs (Chan's
+// formula) adds up, without a division at every step. Pairwise merges
+// along the butterfly, and the blocks of a cluster merged in turn, cost a
+// division each and made layer norm bound by its instructions (H100: bf16
+// 256 x 262144 at 0.75 of copy bandwidth, 0.92 merged at once).
 template <typename C, bool LN, int G> __device__ inline RowStat<C> group_stat(RowStat<C> v)
 {
-    if (LN)
-        return group_reduce<C, LN, G>(v);
+    if (LN) {
+        C s = v.a * v.b, n = v.a;
+#pragma unroll
+        for (int o = G / 2; o > 0; o >>= 1) {
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+            n += __shfl_xor_sync(0xffffffffu, n, o);
+        }
+        C mean = n > (C)0 ? s / n : (C)0, d = v.b - mean;
+        return RowStat<C>{n, mean, group_sum<C, G>(v.c + v.a * d * d)};
+    }
     C m = group_max<C, G>(v.a);
     C s = m != m ? m : m == (C)-INFINITY ? (C)0 : v.b * c_exp(v.a - m);
     return RowStat<C>{m, group_sum<C, G>(s), (C)0};
@@ -235,9 +220,8 @@ __device__ inline RowStat<C> block_stat_merge(RowStat<C> own, RowStat<C> *warp_s
 // rows this block has merged, picks the slots' parity and the mbarrier's
 // phase. A block pushes into a slot of parity k again two rows later,
 // after it has every block's statistics of the row between, which each
-// block pushed only after it had read this row's slots. Softmax merges the
-// cl slots by a butterfly (group_stat), lane b block b's; layer norm in
-// turn (its butterfly of Welford merges measured slower).
+// block pushed only after it had read this row's slots. The cl slots are
+// merged by group_stat, lane b holding block b's.
 template <typename C, bool LN>
 __device__ inline RowStat<C> row_stat_merge(RowStat<C> own, RowStat<C> *warp_stat, ClusterStats<C> *cs, int cl)
 {
@@ -252,14 +236,8 @@ __device__ inline RowStat<C> row_stat_merge(RowStat<C> own, RowStat<C> *warp_sta
             arrive_expect(smem_addr(&cs->full[k]), (uint32_t)cl * stat_bytes<C, LN>());
         wait_phase(smem_addr(&cs->full[k]), phase);
         const StatSlot<C> *sl = cs->slot[k];
-        if (LN) {
-            t = RowStat<C>{sl[0].a, sl[0].b, sl[0].c};
-            for (int b = 1; b < cl; b++)
-                t = stat_merge<C, LN>(t, RowStat<C>{sl[b].a, sl[b].b, sl[b].c});
-        } else {
-            t = lane < cl ? RowStat<C>{sl[lane].a, sl[lane].b, sl[lane].c} : stat_identity<C, LN>();
-            t = group_stat<C, LN, 32>(t);
-        }
+        t = lane < cl ? RowStat<C>{sl[lane].a, sl[lane].b, sl[lane].c} : stat_identity<C, LN>();
+        t = group_stat<C, LN, 32>(t);
     }
 #else
     (void)cl;
@@ -269,7 +247,8 @@ __device__ inline RowStat<C> row_stat_merge(RowStat<C> own, RowStat<C> *warp_sta
 
 // Layer norm's merge across a cluster by a cluster barrier instead: each
 // block writes its triple into its own block_stat slot (by row parity,
-// par), waits for the cluster, and reads the others' in turn. The f32
+// par), waits for the cluster, and merges all of them (lane b reads block
+// b's) as row_stat_merge does. The f32
 // register-resident kernel keeps it: it holds 32 values a thread with no
 // register to spare, and the exchange above cost it a spill and 1 to 4 %
 // (H100, 16384 to 65536 columns).
@@ -285,9 +264,9 @@ __device__ inline RowStat<C> row_stat_merge_bar(RowStat<C> own, RowStat<C> *warp
         if (threadIdx.x == 0)
             block_stat[par] = t;
         cluster.sync();
-        t = *cluster.map_shared_rank(&block_stat[par], 0);
-        for (int b = 1; b < cl; b++)
-            t = stat_merge<C, true>(t, *cluster.map_shared_rank(&block_stat[par], b));
+        int lane = threadIdx.x & 31;
+        t = lane < cl ? *cluster.map_shared_rank(&block_stat[par], lane) : stat_identity<C, true>();
+        t = group_stat<C, true, 32>(t);
         par ^= 1;
     }
 #else
