@@ -88,6 +88,12 @@ template <typename C, bool LN, int G> __device__ inline RowStat<C> group_stat(Ro
 // of the previous row first (its release fence), once per row.
 constexpr int CLUSTER_MAX = 16;
 
+// Whether a launch over clusters of cl blocks fits the slots (host side).
+inline bool cluster_size_ok(int cl)
+{
+    return cl >= 1 && cl <= CLUSTER_MAX;
+}
+
 template <typename C> struct alignas(16) StatSlot {
     C a, b, c, pad;
 };
@@ -225,7 +231,7 @@ __device__ inline RowStat<C> block_stat_merge(RowStat<C> own, RowStat<C> *warp_s
 template <typename C, bool LN>
 __device__ inline RowStat<C> row_stat_merge(RowStat<C> own, RowStat<C> *warp_stat, ClusterStats<C> *cs, int cl)
 {
-    RowStat<C> t = block_stat_merge<C, LN>(own, warp_stat, &cs->rows);
+    RowStat<C> t = block_stat_merge<C, LN>(own, warp_stat, cl > 1 ? &cs->rows : NULL); // counted for clusters only
 #if KEEL_GPU_CLUSTER_CODE
     if (cl > 1) {
         int lane = threadIdx.x & 31;

@@ -436,7 +436,7 @@ template <typename T, bool LN, int PPT>
 cudaError_t launch_block(cudaStream_t s, size_t rows, size_t cols, const T *x, size_t ldx, const T *gm,
                          const T *bt, double eps, int lg, T *y, size_t ldy, int cl)
 {
-    if (cl < 1 || cl > CLUSTER_MAX) // a block has slots for CLUSTER_MAX blocks' statistics
+    if (!cluster_size_ok(cl))
         return cudaErrorInvalidValue;
     size_t np = cols / Pack<T>::N;
     size_t per_block = (np + cl - 1) / cl;
