@@ -13,6 +13,7 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #endif
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include "kernels/gpu/ops_gpu.h"
@@ -64,19 +65,31 @@ __host__ __device__ inline bool aligned16(const void *p) { return ((uintptr_t)p 
 // device a few times over without a block per element for huge arrays.
 constexpr int THREADS = 256;
 
-inline int sm_count()
+// An attribute of the current device, asked of the runtime once per device
+// (devices past the 64th every time); fallback where the query fails. The
+// attributes asked are never negative: each is kept as value + 1 in one
+// word (0: not asked yet), so no thread reads a value half written.
+typedef decltype(cudaDevAttrMultiProcessorCount) DeviceAttr;
+template <DeviceAttr A> int device_attr(int fallback)
 {
-    static int cached[64];
+    static int kept[64];
     int dev = 0;
     cudaGetDevice(&dev);
-    if (dev < 0 || dev >= 64)
-        return 132;
-    if (cached[dev] == 0) {
-        int n = 0;
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-        cached[dev] = n > 0 ? n : 132;
-    }
-    return cached[dev];
+    bool cache = dev >= 0 && dev < 64;
+    if (cache && kept[dev] > 0)
+        return kept[dev] - 1;
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, A, dev) != cudaSuccess || v < 0)
+        v = fallback;
+    if (cache && v >= 0 && v < INT_MAX)
+        kept[dev] = v + 1;
+    return v;
+}
+
+inline int sm_count()
+{
+    int n = device_attr<cudaDevAttrMultiProcessorCount>(132);
+    return n > 0 ? n : 132;
 }
 
 inline unsigned grid_for(size_t items, int threads = THREADS)

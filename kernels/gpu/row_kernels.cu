@@ -333,22 +333,13 @@ __global__ void __launch_bounds__(1024) layernorm_kernel(const T *__restrict__ x
 // two blocks still fit on an SM.
 size_t row_cache_limit()
 {
-    static size_t cached[64];
-    int dev = 0;
-    cudaGetDevice(&dev);
-    if (dev < 0 || dev >= 64)
-        return 40 * 1024;
-    if (cached[dev] == 0) {
-        int optin = 0;
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-        size_t lim = optin > 8 * 1024 ? (size_t)optin - 8 * 1024 : 40 * 1024;
-        if (lim > 100 * 1024)
-            lim = 100 * 1024;
-        if (lim < 40 * 1024)
-            lim = 40 * 1024;
-        cached[dev] = lim;
-    }
-    return cached[dev];
+    int optin = device_attr<cudaDevAttrMaxSharedMemoryPerBlockOptin>(0);
+    size_t lim = optin > 8 * 1024 ? (size_t)optin - 8 * 1024 : 40 * 1024;
+    if (lim > 100 * 1024)
+        lim = 100 * 1024;
+    if (lim < 40 * 1024)
+        lim = 40 * 1024;
+    return lim;
 }
 
 template <typename K> cudaError_t allow_smem(K kernel, size_t bytes)

@@ -346,18 +346,7 @@ bool cluster_launch_ok()
 #ifdef KEEL_GPU_HIP
     return false; // no thread block clusters in HIP
 #else
-    static int cached[64];
-    int dev = 0;
-    cudaGetDevice(&dev);
-    if (dev < 0 || dev >= 64)
-        return false;
-    if (cached[dev] == 0) {
-        int v = 0;
-        if (cudaDeviceGetAttribute(&v, cudaDevAttrClusterLaunch, dev) != cudaSuccess)
-            v = 0;
-        cached[dev] = v ? 1 : -1;
-    }
-    return cached[dev] > 0;
+    return device_attr<cudaDevAttrClusterLaunch>(0) != 0;
 #endif
 }
 

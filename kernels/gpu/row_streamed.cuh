@@ -27,8 +27,8 @@
 
 namespace {
 
-template <typename T, bool LN, int PPT>
-__global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
+template <typename T, bool LN, int PPT, int MINB>
+__global__ void __launch_bounds__(ROW_BLOCK_MAX, MINB)
     rows_stream_kernel(const T *__restrict__ x, size_t ldx, const T *__restrict__ gamma, const T *__restrict__ beta,
                        double eps, int lg, T *__restrict__ y, size_t ldy, size_t rows, size_t cols, int cl)
 {
@@ -94,8 +94,10 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
 }
 
 // The streamed kernel for a row of np packs over cl blocks (cluster when cl
-// > 1, up to 16: past 8 the device must allow a non-portable size).
-template <typename T, bool LN, int PPT>
+// > 1, up to 16: past 8 the device must allow a non-portable size), PPT
+// packs a thread, compiled for at least MINB blocks of ROW_BLOCK_MAX threads
+// an SM (2: 64 registers a thread; 1: 128).
+template <typename T, bool LN, int PPT, int MINB>
 cudaError_t launch_stream(cudaStream_t s, size_t rows, size_t cols, const T *x, size_t ldx, const T *gm, const T *bt,
                           double eps, int lg, T *y, size_t ldy, int cl)
 {
@@ -107,7 +109,7 @@ cudaError_t launch_stream(cudaStream_t s, size_t rows, size_t cols, const T *x, 
     if (threads > ROW_BLOCK_MAX)
         return cudaErrorInvalidValue;
     size_t smem = (size_t)threads * PPT * sizeof(Pack<T>);
-    auto kernel = rows_stream_kernel<T, LN, PPT>;
+    auto kernel = rows_stream_kernel<T, LN, PPT, MINB>;
     static bool attr_set[8];
     int dev = 0;
     cudaGetDevice(&dev);
@@ -129,8 +131,8 @@ cudaError_t launch_stream(cudaStream_t s, size_t rows, size_t cols, const T *x, 
     if (groups > rows)
         groups = rows;
     if (cl == 1)
-        return launch<rows_stream_kernel<T, LN, PPT>>((unsigned)groups, threads, smem, s, x, ldx, gm, bt, eps, lg, y,
-                                                      ldy, rows, cols, 1);
+        return launch<rows_stream_kernel<T, LN, PPT, MINB>>((unsigned)groups, threads, smem, s, x, ldx, gm, bt, eps,
+                                                            lg, y, ldy, rows, cols, 1);
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     cluster_config(&cfg, attr, (unsigned)(groups * cl), threads, smem, s, cl);
@@ -138,29 +140,22 @@ cudaError_t launch_stream(cudaStream_t s, size_t rows, size_t cols, const T *x, 
 }
 
 // Whether the device runs asynchronous copies (compute capability 8.0 and
-// up; cached per device).
+// up).
 inline bool async_copy_ok()
 {
-    static int cached[64];
-    int dev = 0;
-    cudaGetDevice(&dev);
-    if (dev < 0 || dev >= 64)
-        return false;
-    if (cached[dev] == 0) {
-        int major = 0;
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-            major = 0;
-        cached[dev] = major >= 8 ? 1 : -1;
-    }
-    return cached[dev] > 0;
+    return device_attr<cudaDevAttrComputeCapabilityMajor>(0) >= 8;
 }
 
 // Half types: rows past one block's 2048 packs (16k values) up to a
 // cluster of 16 take the streamed kernel, which also keeps each value (or
 // exponential) in float so the output pass converts and exponentiates
-// nothing again. Up to one block's packs the register-resident block
-// kernel is the faster one (H100, bf16 softmax at 4096 and 16384 columns:
-// 0.98 of copy against 0.85-0.86 streamed). f32 rows past what a cluster
+// nothing again. Up to 4096 packs (32k values) that is one block of eight
+// packs a thread at one block an SM instead of a cluster of two at four
+// packs and two blocks an SM: the same bytes in flight an SM without a
+// cluster's exchange per row (H100, 4096x32768 bf16 layer norm 0.89 ->
+// 0.92 of copy, softmax 0.87 -> 0.90). Up to one block's packs the
+// register-resident block kernel is the faster one (H100, bf16 softmax at
+// 4096 and 16384 columns: 0.98 of copy against 0.85-0.86 streamed). f32 rows past what a cluster
 // of 8 holds in registers (131072 values) up to 262144 values take it on a
 // cluster of 16, eight packs a thread, instead of the general kernel that
 // reads each row twice. Clusters of 16 are a non-portable size: where the
@@ -189,9 +184,18 @@ cudaError_t launch_rows_streamed(cudaStream_t s, size_t rows, size_t cols, const
         int cl = 1;
         while ((size_t)cl * per_block < np)
             cl *= 2;
-        if (cl > 1 && !cluster_launch_ok())
-            return cudaSuccess;
-        cudaError_t e = launch_stream<T, LN, P>(s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy, cl);
+        cudaError_t e = cudaSuccess;
+        bool wide = false; // one block of twice the packs a thread
+        if constexpr (!f32) {
+            wide = cl == 2;
+            if (wide)
+                e = launch_stream<T, LN, 2 * P, 1>(s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy, 1);
+        }
+        if (!wide) {
+            if (cl > 1 && !cluster_launch_ok())
+                return cudaSuccess;
+            e = launch_stream<T, LN, P, 2>(s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy, cl);
+        }
         if (e != cudaSuccess) {
             cudaGetLastError(); // cannot be placed: the other kernels instead
             return cudaSuccess;
