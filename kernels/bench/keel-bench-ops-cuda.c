@@ -57,6 +57,7 @@ static cublasHandle_t blas;
 typedef struct {
     size_t n, rows, cols;
     keel_dtype_t dt; /* of the row operations */
+    int affine;      /* layer norm with gamma = b[0, cols) and beta = b[cols, 2 cols) (b16 for bf16) */
     void *a, *b, *a16, *b16, *y, *out, *cpy_src, *cpy_dst;
     uint64_t sa, sb; /* a[i] = bo_rand(sa, i, SCALE_A), b[i] = bo_rand(sb, i, SCALE_B); a16, b16: bf16 of them */
     size_t copy_bytes; /* the copy that moves the same bytes */
@@ -118,8 +119,12 @@ static void k_softmax(void *c)
 static void k_layernorm(void *c)
 {
     mb_t *m = c;
-    CHECK(keel_layernorm_rows(bo_ks, m->dt, m->rows, m->cols, row_input(m), m->cols, NULL, NULL, 1e-5, m->y,
-                              m->cols));
+    const char *g = NULL, *bt = NULL;
+    if (m->affine) {
+        g = m->dt == KEEL_F32 ? m->b : m->b16;
+        bt = g + m->cols * keel_dtype_size(m->dt);
+    }
+    CHECK(keel_layernorm_rows(bo_ks, m->dt, m->rows, m->cols, row_input(m), m->cols, g, bt, 1e-5, m->y, m->cols));
 }
 
 /* ---- their checks ---- */
@@ -270,6 +275,8 @@ static int check_rows(const char *name, const mb_t *m, int layernorm)
         var /= (double)m->cols;
         for (size_t c = 0; c < m->cols; c++) {
             double want = layernorm ? (x[c] - mean) / sqrt(var + 1e-5) : exp(x[c] - mx) / sum;
+            if (layernorm && m->affine)
+                want = want * bo_round_to(m->dt, in_b(m, c)) + bo_round_to(m->dt, in_b(m, m->cols + c));
             double got = bo_value(h, m->dt, c);
             if (!(fabs(got - want) <= rel * fabs(want) + abs) && !bad++)
                 at = r * m->cols + c, got0 = got, want0 = want;
@@ -363,6 +370,14 @@ static void mb_rows(mb_t *m_)
             mb_row(name, &m, bytes, 2.0 * bytes, k_softmax, chk_softmax, TARGET_ROWS);
             snprintf(name, sizeof name, "layernorm %s %zux%zu", tn, m.rows, m.cols);
             mb_row(name, &m, bytes, 2.0 * bytes, k_layernorm, chk_layernorm, TARGET_ROWS);
+            if (m.cols == 4096 || m.cols == 65536) {
+                /* the usual form: gamma and beta too (their bytes, read
+                 * once per row from cache, are not counted) */
+                m.affine = 1;
+                snprintf(name, sizeof name, "layernorm gamma+beta %s %zux%zu", tn, m.rows, m.cols);
+                mb_row(name, &m, bytes, 2.0 * bytes, k_layernorm, chk_layernorm, TARGET_ROWS);
+                m.affine = 0;
+            }
         }
 }
 
