@@ -66,6 +66,8 @@ template <typename C, int G> __device__ inline C group_max(C v)
 template <typename C, bool LN, int G> __device__ inline RowStat<C> group_stat(RowStat<C> v)
 {
     if (LN) {
+        // group_sum of both, in one butterfly: each step's two shuffles
+        // issued together rather than one sum's five after the other's
         C s = v.a * v.b, n = v.a;
 #pragma unroll
         for (int o = G / 2; o > 0; o >>= 1) {
