@@ -806,8 +806,8 @@ KT_DEVICE_TEST(test_softmax)
     run_row_cases(dev, softmax_case, shapes, sizeof shapes / sizeof shapes[0]);
 }
 
-/* One layer norm of r x c values of dt (affine: with gamma and beta)
- * against a float64 reference. */
+/* One layer norm of r x c values of dt against a float64 reference;
+ * affine: 0 neither gamma nor beta, 1 both, 2 gamma alone, 3 beta alone. */
 static void layernorm_case(keel_device_t *dev, keel_stream_t *s, keel_dtype_t dt, size_t r, size_t c, int strided,
                            int affine)
 {
@@ -819,7 +819,8 @@ static void layernorm_case(keel_device_t *dev, keel_stream_t *s, keel_dtype_t dt
     void *x = upload(dev, dt, v, nx), *y = poisoned(dev, ny * keel_dtype_size(dt));
     void *dg = upload(dev, dt, g, c), *db = upload(dev, dt, b, c);
     double eps = 1e-5;
-    KT_OK(keel_layernorm_rows(s, dt, r, c, x, ldx, affine ? dg : NULL, affine ? db : NULL, eps, y, ldy));
+    int use_g = affine == 1 || affine == 2, use_b = affine == 1 || affine == 3;
+    KT_OK(keel_layernorm_rows(s, dt, r, c, x, ldx, use_g ? dg : NULL, use_b ? db : NULL, eps, y, ldy));
     double *got = download(dev, dt, y, ny), *ref = malloc(ny * sizeof(double));
     for (size_t i = 0; i < r; i++) {
         const double *xr = v + i * ldx;
@@ -832,7 +833,7 @@ static void layernorm_case(keel_device_t *dev, keel_stream_t *s, keel_dtype_t dt
         var /= (double)c;
         for (size_t j = 0; j < c; j++) {
             double o = (xr[j] - mean) / sqrt(var + eps);
-            ref[i * ldy + j] = to_dtype(dt, affine ? o * g[j] + b[j] : o);
+            ref[i * ldy + j] = to_dtype(dt, o * (use_g ? g[j] : 1.0) + (use_b ? b[j] : 0.0));
         }
     }
     double atol = dt == KEEL_F64 ? 1e-11 : 2e-5;
@@ -855,6 +856,25 @@ KT_DEVICE_TEST(test_layernorm)
 {
     static const size_t shapes[][2] = {{1, 1}, {3, 7}, {9, 128}, {33, 24}, {7, 256}, {64, 1000}, {3, 20000}, {2, 40000}};
     run_row_cases(dev, layernorm_case, shapes, sizeof shapes / sizeof shapes[0]);
+}
+
+/* Gamma alone and beta alone: short rows everywhere, and on GPUs the long
+ * rows, whose kernels stage gamma and beta in shared memory. */
+KT_DEVICE_TEST(test_layernorm_gamma_or_beta)
+{
+    keel_stream_t *s = stream_of(dev);
+    for (int affine = 2; affine <= 3; affine++) {
+        for (int d = 0; d < NDT; d++) {
+            layernorm_case(dev, s, all_dtypes[d], 9, 128, 0, affine);
+            layernorm_case(dev, s, all_dtypes[d], 5, 3000, 1, affine);
+        }
+        if (kt_is_cpu(dev))
+            continue;
+        for (size_t k = 0; k < sizeof long_rows / sizeof long_rows[0]; k++) {
+            layernorm_case(dev, s, KEEL_F16, long_rows[k][0], long_rows[k][1], 0, affine);
+            layernorm_case(dev, s, KEEL_BF16, long_rows[k][0], long_rows[k][1], 0, affine);
+        }
+    }
 }
 
 /* ======================================================================== */
@@ -1909,6 +1929,7 @@ static Suite *ops_suite(void)
     kt_add_device_test(tc, test_argmax);
     kt_add_device_test(tc, test_softmax);
     kt_add_device_test(tc, test_layernorm);
+    kt_add_device_test(tc, test_layernorm_gamma_or_beta);
     suite_add_tcase(s, tc);
     tc = tcase_create("blas");
     tcase_set_timeout(tc, 300);
