@@ -357,7 +357,7 @@ static void mb_rows(mb_t *m_)
      * the same bytes is their ceiling. A fixed 2^26 elements, 128 to 256k
      * columns. */
     const size_t total = (size_t)1 << 26;
-    static const size_t widths[] = {128, 512, 1024, 4096, 16384, 65536, 262144};
+    static const size_t widths[] = {128, 512, 1024, 4096, 16384, 32768, 65536, 262144};
     static const keel_dtype_t dts[] = {KEEL_F32, KEEL_BF16};
     for (int t = 0; t < 2; t++)
         for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
@@ -370,7 +370,7 @@ static void mb_rows(mb_t *m_)
             mb_row(name, &m, bytes, 2.0 * bytes, k_softmax, chk_softmax, TARGET_ROWS);
             snprintf(name, sizeof name, "layernorm %s %zux%zu", tn, m.rows, m.cols);
             mb_row(name, &m, bytes, 2.0 * bytes, k_layernorm, chk_layernorm, TARGET_ROWS);
-            if (m.cols == 4096 || m.cols == 65536) {
+            if (m.cols == 4096 || m.cols == 32768 || m.cols == 65536) {
                 /* the usual form: gamma and beta too (their bytes, read
                  * once per row from cache, are not counted) */
                 m.affine = 1;
