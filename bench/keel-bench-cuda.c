@@ -19,6 +19,10 @@
  *     keel_memcpy against pinned bandwidth (cudaMemcpyAsync from
  *     cudaMallocHost memory) measured in the same run: at least 0.85;
  *     against cudaMemcpy from the same pageable memory: shown, no target;
+ *   the host's ceiling for those staged copies (256 MiB, each direction):
+ *     the pinned copy with the plugin's copy threads moving pageable memory
+ *     beside it, against the pinned copy alone (bench_host_ceiling.c):
+ *     shown, no target; a staged copy cannot pass it;
  *   small pageable copies (4 KiB, 64 KiB, both directions) against
  *     cudaMemcpy from the same pageable memory: at least 1/1.1 of its
  *     bandwidth. keel_memcpy returns when the copy is done; cudaMemcpy
@@ -47,10 +51,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "keel.h"
 
 #include "bench/bench_summary.h"
 #include "bench/bench_cuda.h"
+#include "bench/bench_host_ceiling.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -606,6 +612,31 @@ copies:;
         free(hp);
         free(hp2);
     }
+    /* What this host leaves a staged copy: the engine's pinned copy alone
+     * against the same copy with the plugin's number of threads copying
+     * pageable memory beside it (bench_host_ceiling.c). */
+    {
+        host_ceiling_t hc = {.bytes = pin_bytes, .pin = rh, .dev = rd, .s = rs};
+        hc.threads = host_ceiling_threads((int)sysconf(_SC_NPROCESSORS_ONLN));
+        hc.pageable = malloc(pin_bytes);
+        if (!hc.pageable) {
+            fprintf(stderr, "no host memory for the host's ceiling\n");
+            return 3;
+        }
+        CK_CUDA(cudaMallocHost(&hc.pin2, pin_bytes));
+        fill_random(hc.pageable, pin_bytes, 7);
+        fill_random(hc.pin2, pin_bytes, 8);
+        for (hc.h2d = 1; hc.h2d >= 0; hc.h2d--) {
+            char label[80];
+            c = compare(host_ceiling_measure, &hc);
+            snprintf(label, sizeof label, "host ceiling of staged %s, %d threads", hc.h2d ? "H2D" : "D2H",
+                     hc.threads);
+            row(label, "GB/s", c, 1, 0);
+        }
+        free(hc.pageable);
+        CK_CUDA(cudaFreeHost(hc.pin2));
+    }
+
     /* Small pageable copies: host to device the driver's path, device to
      * host the stream's pinned buffer; no slower than the driver's copy. */
     static const size_t small_sizes[] = {4u << 10, 64u << 10};
