@@ -859,7 +859,8 @@ KT_DEVICE_TEST(test_layernorm)
 }
 
 /* Gamma alone and beta alone: short rows everywhere, and on GPUs the long
- * rows, whose kernels stage gamma and beta in shared memory. */
+ * rows, which take kernels of their own (one block, a cluster, or a row
+ * streamed through shared memory). */
 KT_DEVICE_TEST(test_layernorm_gamma_or_beta)
 {
     keel_stream_t *s = stream_of(dev);
@@ -871,6 +872,7 @@ KT_DEVICE_TEST(test_layernorm_gamma_or_beta)
         if (kt_is_cpu(dev))
             continue;
         for (size_t k = 0; k < sizeof long_rows / sizeof long_rows[0]; k++) {
+            layernorm_case(dev, s, KEEL_F32, long_rows[k][0], long_rows[k][1], 0, affine);
             layernorm_case(dev, s, KEEL_F16, long_rows[k][0], long_rows[k][1], 0, affine);
             layernorm_case(dev, s, KEEL_BF16, long_rows[k][0], long_rows[k][1], 0, affine);
         }
