@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keel.h"
 #include "bench/bench_host_ceiling.h"
 #include "bench/bench_cuda.h"
 
@@ -82,15 +83,24 @@ double host_ceiling_measure(int bound, void *arg)
 
 int host_ceiling_threads(int cores)
 {
+    /* the plugin's default (backends/gpu/gpu_staging.c) */
     int t = cores > 1 ? cores / 2 : 1;
     if (t > 8)
         t = 8;
-    const char *e = getenv("KEEL_GPU_COPY_THREADS");
-    if (e && e[0]) {
-        char *end;
-        long v = strtol(e, &end, 10);
-        if (*end == '\0' && v >= 1 && v <= HOST_CEILING_MAX_THREADS)
-            t = (int)v;
+    /* the value in force, as Keel reads it (the name, else its alias) */
+    int n = 0;
+    keel_env_var_count(&n);
+    for (int i = 0; i < n; i++) {
+        const char *name = NULL, *value = NULL;
+        if (keel_env_var_get(i, &name, NULL) != KEEL_OK || strcmp(name, "KEEL_GPU_COPY_THREADS") != 0)
+            continue;
+        if (keel_env_var_value(i, &value, NULL) == KEEL_OK && value && value[0]) {
+            char *end;
+            long v = strtol(value, &end, 10);
+            if (*end == '\0' && v >= 1 && v <= HOST_CEILING_MAX_THREADS)
+                t = (int)v;
+        }
+        break;
     }
     return t;
 }

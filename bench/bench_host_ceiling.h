@@ -25,8 +25,9 @@ typedef struct host_ceiling {
  * (bound 1). For compare() of keel-bench-cuda. */
 double host_ceiling_measure(int bound, void *arg);
 
-/* The copy threads the GPU plugin uses for a staged copy: KEEL_GPU_COPY_THREADS,
- * else half the host's `cores`, at most 8. */
+/* The copy threads the GPU plugin uses for a staged copy: the value in force
+ * of KEEL_GPU_COPY_THREADS (keel_env_var_value: its alias too), else half the
+ * host's `cores`, at most 8. Asked once the plugin is loaded. */
 int host_ceiling_threads(int cores);
 
 #endif /* KEEL_BENCH_HOST_CEILING_H */
