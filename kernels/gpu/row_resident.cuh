@@ -56,10 +56,12 @@ template <typename T> __device__ inline void store_pack(T *row, size_t p, const 
 
 // y's pack p from the pack's values v (compute type).
 // kept: v holds exp(x - m) rather than x, scaled by kf = exp(m - max) / sum.
+// Layer norm scales by gamma's pack gp and adds beta's: gp is p, or the
+// thread's slot where a kernel staged its packs of gamma and beta.
 template <typename T, bool LN>
 __device__ inline void row_out(T *yr, size_t p, const typename Num<T>::C (&v)[Pack<T>::N],
                                const RowNorm<typename Num<T>::C> &q, int lg, const T *gamma, const T *beta, bool kept,
-                               typename Num<T>::C kf)
+                               typename Num<T>::C kf, size_t gp)
 {
     typedef typename Num<T>::C C;
     constexpr int N = Pack<T>::N;
@@ -67,9 +69,9 @@ __device__ inline void row_out(T *yr, size_t p, const typename Num<T>::C (&v)[Pa
     if (LN) {
         Pack<T> g, b;
         if (gamma)
-            g = load_pack(gamma, p);
+            g = load_pack(gamma, gp);
         if (beta)
-            b = load_pack(beta, p);
+            b = load_pack(beta, gp);
 #pragma unroll
         for (int k = 0; k < N; k++) {
             C r = (v[k] - q.shift) * q.scale;
@@ -197,7 +199,8 @@ __global__ void __launch_bounds__(GROUP_THREADS)
 #pragma unroll
         for (int i = 0; i < PPT; i++)
             if (has[i])
-                row_out<T, LN>(yr, li + (size_t)i * G, v[i], q, lg, gamma, beta, !LN && !lg, q.scale);
+                row_out<T, LN>(yr, li + (size_t)i * G, v[i], q, lg, gamma, beta, !LN && !lg, q.scale,
+                               li + (size_t)i * G);
     }
 }
 
@@ -332,7 +335,8 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, 2)
 #pragma unroll
         for (int i = 0; i < PPT; i++)
             if (i < cnt)
-                row_out<T, LN>(yr, first + (size_t)i * blockDim.x, v[i], q, lg, gamma, beta, keep, kf);
+                row_out<T, LN>(yr, first + (size_t)i * blockDim.x, v[i], q, lg, gamma, beta, keep, kf,
+                               first + (size_t)i * blockDim.x);
     }
 #if KEEL_GPU_CLUSTER_CODE
     if (cl > 1)
