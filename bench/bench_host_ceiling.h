@@ -8,26 +8,30 @@
 #include <stddef.h>
 
 #define HOST_CEILING_MAX_THREADS 16
+#define HOST_CEILING_SLOTS 4 /* the plugin's staging slots */
 
 typedef struct host_ceiling {
     int h2d;        /* direction: host to device (1) or device to host (0) */
-    size_t bytes;   /* of each buffer */
-    int threads;    /* host threads copying (host_ceiling_threads) */
-    void *pageable; /* malloc'ed */
-    void *pin;      /* pinned: the threads' side */
-    void *pin2;     /* pinned: the engine's side while the threads copy */
-    void *dev;      /* device memory */
+    size_t bytes;   /* of the copy */
+    int threads;    /* host threads copying (host_ceiling_setup) */
+    size_t chunk;   /* bytes a slot (host_ceiling_setup) */
+    void *pageable; /* malloc'ed, `bytes` */
+    void *pin;      /* pinned, `bytes`: the pinned copy alone */
+    void *ring;     /* pinned, HOST_CEILING_SLOTS * chunk: the slots */
+    void *dev;      /* device memory, `bytes` */
     cudaStream_t s;
 } host_ceiling_t;
 
-/* GB/s of the engine's pinned copy alone (bound 0), or of the threads'
- * copy and the engine's running at once, timed to the later of the two
- * (bound 1). For compare() of keel-bench-cuda. */
-double host_ceiling_measure(int bound, void *arg);
+/* Sets hc->threads and hc->chunk to what the GPU plugin uses for a staged
+ * copy: the values in force of KEEL_GPU_COPY_THREADS and
+ * KEEL_GPU_STAGING_CHUNK_KB (keel_env_var_value: their aliases too), else
+ * half the host's `cores` at most 8, and 4 MiB. Called once the plugin is
+ * loaded. */
+void host_ceiling_setup(host_ceiling_t *hc, int cores);
 
-/* The copy threads the GPU plugin uses for a staged copy: the value in force
- * of KEEL_GPU_COPY_THREADS (keel_env_var_value: its alias too), else half the
- * host's `cores`, at most 8. Asked once the plugin is loaded. */
-int host_ceiling_threads(int cores);
+/* GB/s of the engine's pinned copy of hc->bytes alone (bound 0), or of the
+ * staged copy's traffic without its waits (bound 1). For compare() of
+ * keel-bench-cuda. */
+double host_ceiling_measure(int bound, void *arg);
 
 #endif /* KEEL_BENCH_HOST_CEILING_H */
