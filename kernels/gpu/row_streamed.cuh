@@ -98,7 +98,9 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, MINB)
         RowNorm<C> q = row_norm<C, LN>(t, cols, eps, lg);
         C kf = keep && !q.bad ? c_exp(own.a - t.a) * q.scale : (C)0;
         T *yr = y + r * ldy;
-        // with AFF, gamma's and beta's packs where the block staged them
+        // with AFF, gamma's and beta's packs where the block staged them;
+        // derived each row: held across the loop, the two pointers made
+        // ptxas spill more in bf16 at four packs a thread (64 registers)
         unsigned ns = blockDim.x * PPT * Pack<T>::N;
         const T *gs = AFF && gamma ? reinterpret_cast<const T *>(smem_raw) + ns : gamma;
         const T *bs = AFF && beta ? reinterpret_cast<const T *>(smem_raw) + 2 * ns : beta;
@@ -113,6 +115,13 @@ __global__ void __launch_bounds__(ROW_BLOCK_MAX, MINB)
         cg::this_cluster().sync(); // no block exits while another may still read its slots
 #endif
 #endif
+}
+
+// Dynamic shared memory of a streamed block of `threads`: its slots of x,
+// and with AFF gamma's and beta's after them.
+template <typename T, int PPT, bool AFF> constexpr size_t stream_smem(size_t threads)
+{
+    return threads * PPT * sizeof(Pack<T>) * (AFF ? 3 : 1);
 }
 
 // The streamed kernel for a row of np packs over cl blocks (cluster when cl
@@ -131,15 +140,14 @@ cudaError_t launch_stream(cudaStream_t s, size_t rows, size_t cols, const T *x, 
     unsigned threads = (unsigned)(((per_block + PPT - 1) / PPT + 31) / 32 * 32);
     if (threads > ROW_BLOCK_MAX)
         return cudaErrorInvalidValue;
-    constexpr size_t sets = AFF ? 3 : 1;
-    size_t smem = (size_t)threads * PPT * sizeof(Pack<T>) * sets;
+    size_t smem = stream_smem<T, PPT, AFF>(threads);
     auto kernel = rows_stream_kernel<T, LN, PPT, MINB, AFF>;
     static bool attr_set[8];
     int dev = 0;
     cudaGetDevice(&dev);
     if (dev < 0 || dev >= 8 || !attr_set[dev]) {
         cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)((size_t)ROW_BLOCK_MAX * PPT * sizeof(Pack<T>) * sets));
+                                             (int)stream_smem<T, PPT, AFF>(ROW_BLOCK_MAX));
         if (e != cudaSuccess)
             return e;
         // clusters past 8 blocks, where the device has them (else refused at launch)
@@ -179,15 +187,15 @@ inline bool smem_fits(size_t bytes, int minb)
     return bytes <= block && (size_t)minb * (bytes + 2048) <= sm;
 }
 
-// launch_stream, staging gamma and beta where aff (half-type layer norm
-// only: an f32 row's eight packs a thread would lose their second block an
-// SM to the staged copies).
+// launch_stream, staging gamma and beta where aff and MINB blocks of the
+// staged slots fit an SM (half-type layer norm only: an f32 row's eight
+// packs a thread would lose their second block an SM to the staged copies).
 template <typename T, bool LN, int PPT, int MINB>
 cudaError_t launch_stream_aff(bool aff, cudaStream_t s, size_t rows, size_t cols, const T *x, size_t ldx,
                               const T *gm, const T *bt, double eps, int lg, T *y, size_t ldy, int cl)
 {
     if constexpr (LN && sizeof(T) < sizeof(float)) {
-        if (aff)
+        if (aff && smem_fits(stream_smem<T, PPT, true>(ROW_BLOCK_MAX), MINB))
             return launch_stream<T, LN, PPT, MINB, true>(s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy, cl);
     }
     return launch_stream<T, LN, PPT, MINB, false>(s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy, cl);
@@ -233,7 +241,6 @@ cudaError_t launch_rows_streamed(cudaStream_t s, size_t rows, size_t cols, const
             cl *= 2;
         cudaError_t e = cudaSuccess;
         bool wide = false; // one block of twice the packs a thread
-        constexpr size_t set = (size_t)ROW_BLOCK_MAX * P * sizeof(Pack<T>); // a block's slots
         // gamma and beta staged where they fit beside the blocks an SM
         // (H100, bf16 with both: 1024x65536 0.79 -> 0.85 of copy,
         // 2048x32768 0.82 -> 0.85)
@@ -241,14 +248,12 @@ cudaError_t launch_rows_streamed(cudaStream_t s, size_t rows, size_t cols, const
         if constexpr (!f32) {
             wide = cl == 2;
             if (wide)
-                e = launch_stream_aff<T, LN, 2 * P, 1>(aff && smem_fits(6 * set, 1), s, rows, cols, x, ldx, gm, bt,
-                                                       eps, lg, y, ldy, 1);
+                e = launch_stream_aff<T, LN, 2 * P, 1>(aff, s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy, 1);
         }
         if (!wide) {
             if (cl > 1 && !cluster_launch_ok())
                 return cudaSuccess;
-            e = launch_stream_aff<T, LN, P, 2>(aff && smem_fits(3 * set, 2), s, rows, cols, x, ldx, gm, bt, eps, lg,
-                                               y, ldy, cl);
+            e = launch_stream_aff<T, LN, P, 2>(aff, s, rows, cols, x, ldx, gm, bt, eps, lg, y, ldy, cl);
         }
         if (e != cudaSuccess) {
             cudaGetLastError(); // cannot be placed: the other kernels instead

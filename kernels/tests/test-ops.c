@@ -862,7 +862,8 @@ KT_DEVICE_TEST(test_layernorm)
 
 /* Gamma alone and beta alone: short rows everywhere, and on GPUs the long
  * rows, which take kernels of their own (one block, a cluster, or a row
- * streamed through shared memory). */
+ * streamed through shared memory, which in f16 and bf16 also stages
+ * gamma or beta there). */
 KT_DEVICE_TEST(test_layernorm_gamma_or_beta)
 {
     static const size_t shapes[][2] = {{9, 128}, {5, 3000}};
