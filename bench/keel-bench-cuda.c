@@ -19,10 +19,6 @@
  *     keel_memcpy against pinned bandwidth (cudaMemcpyAsync from
  *     cudaMallocHost memory) measured in the same run: at least 0.85;
  *     against cudaMemcpy from the same pageable memory: shown, no target;
- *   the host's ceiling for those staged copies (256 MiB, each direction):
- *     the staged copy's traffic (the plugin's chunks, slots and copy
- *     threads) without its waits, against the pinned copy alone
- *     (bench_host_ceiling.c): shown, no target;
  *   small pageable copies (4 KiB, 64 KiB, both directions) against
  *     cudaMemcpy from the same pageable memory: at least 1/1.1 of its
  *     bandwidth. keel_memcpy returns when the copy is done; cudaMemcpy
@@ -51,12 +47,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 #include "keel.h"
 
 #include "bench/bench_summary.h"
 #include "bench/bench_cuda.h"
-#include "bench/bench_host_ceiling.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -612,31 +606,6 @@ copies:;
         free(hp);
         free(hp2);
     }
-    /* What this host leaves a staged copy: the engine's pinned copy alone
-     * against the staged copy's traffic without its waits (the plugin's
-     * chunks, slots and threads; bench_host_ceiling.c). */
-    {
-        host_ceiling_t hc = {.bytes = pin_bytes, .pin = rh, .dev = rd, .s = rs};
-        host_ceiling_setup(&hc, (int)sysconf(_SC_NPROCESSORS_ONLN));
-        hc.pageable = malloc(pin_bytes);
-        if (!hc.pageable) {
-            fprintf(stderr, "no host memory for the host's ceiling\n");
-            return 3;
-        }
-        CK_CUDA(cudaMallocHost(&hc.ring, HOST_CEILING_SLOTS * hc.chunk));
-        fill_random(hc.pageable, pin_bytes, 7);
-        fill_random(hc.ring, HOST_CEILING_SLOTS * hc.chunk, 8);
-        for (hc.h2d = 1; hc.h2d >= 0; hc.h2d--) {
-            char label[80];
-            c = compare(host_ceiling_measure, &hc);
-            snprintf(label, sizeof label, "host ceiling of staged %s, %d threads", hc.h2d ? "H2D" : "D2H",
-                     hc.threads);
-            row(label, "GB/s", c, 1, 0);
-        }
-        free(hc.pageable);
-        CK_CUDA(cudaFreeHost(hc.ring));
-    }
-
     /* Small pageable copies: host to device the driver's path, device to
      * host the stream's pinned buffer; no slower than the driver's copy. */
     static const size_t small_sizes[] = {4u << 10, 64u << 10};

@@ -245,14 +245,17 @@ static inline void keel__store_f32(keel_dtype_t dt, void *dst, size_t n, const f
 KEEL_CPU_HIDDEN void keel__cpu_math_f32(keel_unary_op_t op, const float *x, float *y, size_t n);
 KEEL_CPU_HIDDEN void keel__cpu_math_f64(keel_unary_op_t op, const double *x, double *y, size_t n);
 
-/* One row of softmax (lg: log-softmax) or layer norm (g, b: NULL or the
- * affine terms) in f32 or f64 (kernels/cpu/ops_cpu_rows.c); y may be x. */
-KEEL_CPU_HIDDEN void keel__cpu_softmax_row_f32(const float *x, float *y, size_t n, int lg);
-KEEL_CPU_HIDDEN void keel__cpu_softmax_row_f64(const double *x, double *y, size_t n, int lg);
-KEEL_CPU_HIDDEN void keel__cpu_layernorm_row_f32(const float *x, float *y, size_t n, const float *g, const float *b,
-                                                 double eps);
-KEEL_CPU_HIDDEN void keel__cpu_layernorm_row_f64(const double *x, double *y, size_t n, const double *g,
-                                                 const double *b, double eps);
+/* Softmax (lg: log-softmax) or layer norm (g, b: NULL or the affine terms)
+ * of rows [0, rows) of n elements, row i at x + i * ldx and y + i * ldy, in
+ * f32 or f64 (kernels/cpu/ops_cpu_rows.c); y may be x. */
+KEEL_CPU_HIDDEN void keel__cpu_softmax_rows_f32(const float *x, size_t ldx, float *y, size_t ldy, size_t rows,
+                                                size_t n, int lg);
+KEEL_CPU_HIDDEN void keel__cpu_softmax_rows_f64(const double *x, size_t ldx, double *y, size_t ldy, size_t rows,
+                                                size_t n, int lg);
+KEEL_CPU_HIDDEN void keel__cpu_layernorm_rows_f32(const float *x, size_t ldx, float *y, size_t ldy, size_t rows,
+                                                  size_t n, const float *g, const float *b, double eps);
+KEEL_CPU_HIDDEN void keel__cpu_layernorm_rows_f64(const double *x, size_t ldx, double *y, size_t ldy, size_t rows,
+                                                  size_t n, const double *g, const double *b, double eps);
 
 /* The BLAS half (kernels/cpu/ops_cpu_blas.c), on OpenBLAS: built only with
  * it (HAVE_OPENBLAS). keel__cpu_blas_name writes "OpenBLAS 0.3.21". */

@@ -896,17 +896,16 @@ static void softmax_half(keel_dtype_t dt, const uint16_t *x, uint16_t *y, size_t
 static void softmax_body(void *arg, size_t b, size_t e)
 {
     const rowop_args_t *a = arg;
-    for (size_t i = b; i < e; i++) {
-        if (a->dt == KEEL_F32)
-            keel__cpu_softmax_row_f32((const float *)a->x + i * a->ldx, (float *)a->y + i * a->ldy, a->cols,
-                                      a->log);
-        else if (a->dt == KEEL_F64)
-            keel__cpu_softmax_row_f64((const double *)a->x + i * a->ldx, (double *)a->y + i * a->ldy, a->cols,
-                                      a->log);
-        else
+    if (a->dt == KEEL_F32)
+        keel__cpu_softmax_rows_f32((const float *)a->x + b * a->ldx, a->ldx, (float *)a->y + b * a->ldy, a->ldy, e - b,
+                                   a->cols, a->log);
+    else if (a->dt == KEEL_F64)
+        keel__cpu_softmax_rows_f64((const double *)a->x + b * a->ldx, a->ldx, (double *)a->y + b * a->ldy, a->ldy,
+                                   e - b, a->cols, a->log);
+    else
+        for (size_t i = b; i < e; i++)
             softmax_half(a->dt, (const uint16_t *)a->x + i * a->ldx, (uint16_t *)a->y + i * a->ldy, a->cols,
                          a->log);
-    }
 }
 
 static void softmax_run(void *payload)
@@ -967,17 +966,16 @@ static void layernorm_half(keel_dtype_t dt, const uint16_t *x, uint16_t *y, size
 static void layernorm_body(void *arg, size_t b, size_t e)
 {
     const rowop_args_t *a = arg;
-    for (size_t i = b; i < e; i++) {
-        if (a->dt == KEEL_F32)
-            keel__cpu_layernorm_row_f32((const float *)a->x + i * a->ldx, (float *)a->y + i * a->ldy, a->cols,
-                                        a->gamma, a->beta, a->eps);
-        else if (a->dt == KEEL_F64)
-            keel__cpu_layernorm_row_f64((const double *)a->x + i * a->ldx, (double *)a->y + i * a->ldy, a->cols,
-                                        a->gamma, a->beta, a->eps);
-        else
+    if (a->dt == KEEL_F32)
+        keel__cpu_layernorm_rows_f32((const float *)a->x + b * a->ldx, a->ldx, (float *)a->y + b * a->ldy, a->ldy,
+                                     e - b, a->cols, a->gamma, a->beta, a->eps);
+    else if (a->dt == KEEL_F64)
+        keel__cpu_layernorm_rows_f64((const double *)a->x + b * a->ldx, a->ldx, (double *)a->y + b * a->ldy, a->ldy,
+                                     e - b, a->cols, a->gamma, a->beta, a->eps);
+    else
+        for (size_t i = b; i < e; i++)
             layernorm_half(a->dt, (const uint16_t *)a->x + i * a->ldx, (uint16_t *)a->y + i * a->ldy, a->cols,
                            a->gamma, a->beta, a->eps);
-    }
 }
 
 static void layernorm_run(void *payload)

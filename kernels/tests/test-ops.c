@@ -803,8 +803,13 @@ KT_DEVICE_TEST(test_softmax)
 {
     /* short rows (several rows per warp on GPUs, with 4 to 32 lanes per
      * row, and row counts that leave a warp's last rows empty), cached and
-     * uncached long ones; contiguous rows (16-byte paths) and odd strides */
-    static const size_t shapes[][2] = {{1, 1}, {3, 7}, {9, 128}, {33, 24}, {7, 256}, {5, 1024}, {64, 1000}, {5, 5000}, {4, 70000}};
+     * uncached long ones; contiguous rows (16-byte paths) and odd strides;
+     * on the CPU, rows of at most 512 (TILE) elements go in batches of
+     * eight, over ranges of rows that the pool's threads take: whole
+     * batches and the rows after them, with 512 and 513 either side of
+     * the batched length */
+    static const size_t shapes[][2] = {{1, 1},    {3, 7},    {9, 128},   {33, 24}, {7, 256}, {5, 1024},
+                                       {17, 512}, {11, 513}, {1000, 100}, {64, 1000}, {5, 5000}, {4, 70000}};
     run_row_cases(dev, softmax_case, shapes, sizeof shapes / sizeof shapes[0], 0, 1);
 }
 
@@ -856,7 +861,9 @@ static void layernorm_case(keel_device_t *dev, keel_stream_t *s, keel_dtype_t dt
 
 KT_DEVICE_TEST(test_layernorm)
 {
-    static const size_t shapes[][2] = {{1, 1}, {3, 7}, {9, 128}, {33, 24}, {7, 256}, {64, 1000}, {3, 20000}, {2, 40000}};
+    /* the shapes of test_softmax's CPU batches, as there */
+    static const size_t shapes[][2] = {{1, 1},    {3, 7},     {9, 128},   {33, 24},  {7, 256},
+                                       {17, 512}, {11, 513}, {1000, 100}, {64, 1000}, {3, 20000}, {2, 40000}};
     run_row_cases(dev, layernorm_case, shapes, sizeof shapes / sizeof shapes[0], 0, 1);
 }
 
