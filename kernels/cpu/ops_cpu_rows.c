@@ -15,9 +15,10 @@
  * Sums: f64 accumulators, added together in a fixed order at the end, so
  * every build gives the same sums (the AVX-512 build's sums of squares may
  * differ in the last bits: it contracts them into multiply-adds). An f32
- * softmax tile, or an f32 block of BATCH_SUM elements of layer norm, is
- * first summed in f32 lanes, sixteen values at most to a lane, and each
- * lane then added into f64: the rounding error stays that of sixteen f32
+ * softmax tile (32 values to a lane) or an f32 block of BATCH_SUM elements
+ * of layer norm (16 to a lane) is first summed in f32 lanes, in chains of
+ * at most eight additions joined by a tree of one or two, and each lane
+ * then added into f64: the rounding error stays that of a few f32
  * additions however long the row, and the f32 loops take half the vector
  * operations of widening every value.
  *
