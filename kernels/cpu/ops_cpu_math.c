@@ -35,48 +35,40 @@
 /* a sigmoid(t), with e = exp(-|t|) already computed. */
 #define SIG_MUL(T, a, t, e) (((t) >= 0 ? (a) : (a) * (e)) / ((T)1 + (e)))
 
-/* One loop per operation, the switch outside them, so that each is a
- * plain loop the compiler vectorizes. */
+/* One function per operation, each a plain loop the compiler vectorizes,
+ * with its own builds (KEEL_CPU_VEC_MATH). Written as one function with the
+ * switch outside the loops, GCC kept the loops' constants in stack slots
+ * around each vector call, and SiLU over 2^24 floats on two threads ran at
+ * 25 GB/s against 29 for the same loop on its own (AMD EPYC, AVX-512). */
+#define DEFINE_LOOP(T, NAME, ...)                                                                \
+    static KEEL_CPU_VEC_MATH void NAME##_##T(const T *x, T *y, size_t n)                       \
+    {                                                                                            \
+        for (size_t i = 0; i < n; i++) {                                                         \
+            T v = x[i];                                                                          \
+            __VA_ARGS__                                                                          \
+        }                                                                                        \
+    }
+
 #define DEFINE_MATH(T, EXP, LOG, TANH, ERF, ABS)                                                 \
-    static KEEL_CPU_VEC_MATH void math_##T(keel_unary_op_t op, const T *x, T *y, size_t n)      \
+    DEFINE_LOOP(T, exp, y[i] = EXP(v);)                                                          \
+    DEFINE_LOOP(T, log, y[i] = LOG(v);)                                                          \
+    DEFINE_LOOP(T, tanh, y[i] = TANH(v);)                                                        \
+    DEFINE_LOOP(T, sigmoid, T e = EXP(-ABS(v)); y[i] = SIG_MUL(T, (T)1, v, e);)                  \
+    DEFINE_LOOP(T, silu, T e = EXP(-ABS(v)); y[i] = SIG_MUL(T, v, v, e);)                        \
+    /* x/2 (1 + tanh z) = x sigmoid(2z) */                                                       \
+    DEFINE_LOOP(T, gelu_tanh, T z2 = (T)1.59576912160573071176 * (v + (T)0.044715 * v * v * v); \
+                T e = EXP(-ABS(z2)); y[i] = SIG_MUL(T, v, z2, e);)                               \
+    DEFINE_LOOP(T, gelu_erf, y[i] = (T)0.5 * v * ((T)1 + ERF(v * (T)0.70710678118654752440));)  \
+    static void math_##T(keel_unary_op_t op, const T *x, T *y, size_t n)                        \
     {                                                                                            \
         switch (op) {                                                                            \
-        case KEEL_UNARY_EXP:                                                                     \
-            for (size_t i = 0; i < n; i++)                                                       \
-                y[i] = EXP(x[i]);                                                                \
-            break;                                                                               \
-        case KEEL_UNARY_LOG:                                                                     \
-            for (size_t i = 0; i < n; i++)                                                       \
-                y[i] = LOG(x[i]);                                                                \
-            break;                                                                               \
-        case KEEL_UNARY_TANH:                                                                    \
-            for (size_t i = 0; i < n; i++)                                                       \
-                y[i] = TANH(x[i]);                                                               \
-            break;                                                                               \
-        case KEEL_UNARY_SIGMOID:                                                                 \
-            for (size_t i = 0; i < n; i++) {                                                     \
-                T v = x[i], e = EXP(-ABS(v));                                                    \
-                y[i] = SIG_MUL(T, (T)1, v, e);                                                   \
-            }                                                                                    \
-            break;                                                                               \
-        case KEEL_UNARY_SILU:                                                                    \
-            for (size_t i = 0; i < n; i++) {                                                     \
-                T v = x[i], e = EXP(-ABS(v));                                                    \
-                y[i] = SIG_MUL(T, v, v, e);                                                      \
-            }                                                                                    \
-            break;                                                                               \
-        case KEEL_UNARY_GELU_TANH: /* x/2 (1 + tanh z) = x sigmoid(2z) */                        \
-            for (size_t i = 0; i < n; i++) {                                                     \
-                T v = x[i];                                                                      \
-                T z2 = (T)1.59576912160573071176 * (v + (T)0.044715 * v * v * v);                \
-                T e = EXP(-ABS(z2));                                                             \
-                y[i] = SIG_MUL(T, v, z2, e);                                                     \
-            }                                                                                    \
-            break;                                                                               \
-        case KEEL_UNARY_GELU_ERF:                                                                \
-            for (size_t i = 0; i < n; i++)                                                       \
-                y[i] = (T)0.5 * x[i] * ((T)1 + ERF(x[i] * (T)0.70710678118654752440));           \
-            break;                                                                               \
+        case KEEL_UNARY_EXP: exp_##T(x, y, n); break;                                            \
+        case KEEL_UNARY_LOG: log_##T(x, y, n); break;                                            \
+        case KEEL_UNARY_TANH: tanh_##T(x, y, n); break;                                          \
+        case KEEL_UNARY_SIGMOID: sigmoid_##T(x, y, n); break;                                    \
+        case KEEL_UNARY_SILU: silu_##T(x, y, n); break;                                          \
+        case KEEL_UNARY_GELU_TANH: gelu_tanh_##T(x, y, n); break;                                \
+        case KEEL_UNARY_GELU_ERF: gelu_erf_##T(x, y, n); break;                                  \
         default: break;                                                                          \
         }                                                                                        \
     }
