@@ -34,10 +34,11 @@
  * Before the timings, the pageable staging path and the small call's three
  * forms are checked on random data (a wrong result is a WRONG row).
  *
- * Usage: keel-bench-cuda [--quick] [--pageable]
+ * Usage: keel-bench-cuda [--quick] [--pageable | --alloc]
  *   --quick     fewer repetitions
  *   --pageable  only the pageable copies (to tune KEEL_GPU_COPY_THREADS and
  *               KEEL_GPU_STAGING_CHUNK_KB)
+ *   --alloc     only the stream-ordered allocation rows
  * Exit status: 0 every target met, 1 a target missed or a result wrong,
  * 3 an error, 77 no usable CUDA device. The last lines are one summary line
  * per row (bench/bench_summary.h). */
@@ -404,6 +405,19 @@ static void row(const char *op, const char *unit, cmp_t c, int higher_better, do
     bench_record(op, c.ratio, c.lo, c.hi, higher_better, target, v);
 }
 
+/* The stream-ordered allocation rows. */
+static void alloc_rows(void)
+{
+    cmp_t c = compare(alloc_free, (void *)(size_t)(1u << 20));
+    row("malloc_async+free_async 1 MiB (reused)", "us", c, 0, 1.10);
+    c = compare(alloc_free, (void *)(size_t)(64u << 20));
+    row("malloc_async+free_async 64 MiB (reused)", "us", c, 0, 1.10);
+    c = compare(alloc_free, (void *)(size_t)(512u << 20));
+    row("malloc_async+free_async 512 MiB (no reuse)", "us", c, 0, 1.05);
+    c = compare(alloc_free, (void *)(size_t)((1u << 20) | 1));
+    row("malloc_async+free_async 1 MiB, sizes alternate", "us", c, 0, 1.05);
+}
+
 static void fill_random(void *p, size_t n, unsigned seed)
 {
     unsigned long long x = seed * 0x9e3779b97f4a7c15ull + 1;
@@ -445,14 +459,16 @@ static void check_pageable(size_t bytes)
 
 int main(int argc, char **argv)
 {
-    int pageable_only = 0;
+    int pageable_only = 0, alloc_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             reps = 5;
         } else if (strcmp(argv[i], "--pageable") == 0) {
             pageable_only = 1;
+        } else if (strcmp(argv[i], "--alloc") == 0) {
+            alloc_only = 1;
         } else {
-            fprintf(stderr, "usage: %s [--quick] [--pageable]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--pageable | --alloc]\n", argv[0]);
             return 3;
         }
     }
@@ -507,6 +523,17 @@ int main(int argc, char **argv)
 
     printf("\n%-44s %10s %10s %-5s %7s %-15s %-8s\n", "op", "raw", "keel", "unit", "keel/raw", "[min..max]", "target");
     cmp_t c;
+    if (alloc_only) {
+        /* Other live blocks, as in the whole run (the registry then parks
+         * a freed stream-ordered block instead of dropping its entry). */
+        void *held[3];
+        for (int i = 0; i < 3; i++)
+            CHECK(keel_malloc(dev, 1u << 20, &held[i]));
+        alloc_rows();
+        for (int i = 0; i < 3; i++)
+            CHECK(keel_free(held[i]));
+        goto done;
+    }
     if (pageable_only)
         goto copies;
     c = compare(launch_cost, (void *)0L);
@@ -635,16 +662,8 @@ copies:;
         free(hp2);
     }
 
-    if (!pageable_only) {
-        c = compare(alloc_free, (void *)(size_t)(1u << 20));
-        row("malloc_async+free_async 1 MiB (reused)", "us", c, 0, 1.10);
-        c = compare(alloc_free, (void *)(size_t)(64u << 20));
-        row("malloc_async+free_async 64 MiB (reused)", "us", c, 0, 1.10);
-        c = compare(alloc_free, (void *)(size_t)(512u << 20));
-        row("malloc_async+free_async 512 MiB (no reuse)", "us", c, 0, 1.05);
-        c = compare(alloc_free, (void *)(size_t)((1u << 20) | 1));
-        row("malloc_async+free_async 1 MiB, sizes alternate", "us", c, 0, 1.05);
-    }
+    if (!pageable_only)
+        alloc_rows();
 
     CHECK(keel_free(kh));
     CHECK(keel_free(kd));
@@ -656,6 +675,7 @@ copies:;
         CHECK(keel_graph_exec_destroy(kexec));
         CK_CUDA(cudaGraphExecDestroy(rexec));
     }
+done:
     CHECK(keel_module_unload(kmod));
     CHECK(keel_module_unload(kmod_f));
     CHECK(keel_module_unload(kvadd));
