@@ -7,10 +7,13 @@
  *
  * Rows of up to TILE elements are done BATCH rows at a time, one step for
  * every row of the batch before the next step (all the maxima, then all the
- * exponentials and sums, then all the scalings): each row's steps depend on
- * one another (the max before the exponentials, the sum before the scaling),
- * and taking them a batch at a time lets the processor overlap the rows'
- * chains instead of waiting out each one.
+ * exponentials, all the sums, then all the scalings): each row's steps
+ * depend on one another (the max before the exponentials, the sum before the
+ * scaling), and taking them a batch at a time lets the processor overlap the
+ * rows' chains instead of waiting out each one. The sums come after all the
+ * exponentials (log-softmax, whose exponentials go to a stack tile, keeps
+ * them together): a call to the vector exp leaves no register to a sum in
+ * flight, and eight rows' sums with no call between them overlap.
  *
  * Sums: f64 accumulators, added together in a fixed order at the end, so
  * every build gives the same sums (the AVX-512 build's sums of squares may
@@ -274,6 +277,22 @@ INL void ln_stats_double(const double *x, size_t n, double *mean, double *var)
 #define YR(i) (y + (i) * ldy)
 
 #define DEFINE_ROWS(T, VT, VI, EXP, SQRT)                                                              \
+    /* o[0, n) = exp(x - m). */                                                                      \
+    INL void exp_row_##T(const T *x, T *o, size_t n, T m)                                              \
+    {                                                                                                  \
+        for (size_t i = 0; i < n; i++)                                                                 \
+            o[i] = EXP(x[i] - m);                                                                      \
+    }                                                                                                  \
+                                                                                                       \
+    /* The sum of a tile (n <= TILE), as exp_sum sums each tile. */                                    \
+    INL double tile_sum_##T(const T *o, size_t n)                                                      \
+    {                                                                                                  \
+        v8d a0 = {0}, a1 = {0};                                                                        \
+        double tail = 0;                                                                               \
+        SUM_##T(o, n, a0, a1, tail);                                                                   \
+        return lanes_total(a0, a1, tail);                                                              \
+    }                                                                                                  \
+                                                                                                       \
     /* exp(x - m) over the row, a tile at a time, into y (t: NULL) or the tile t; returns the sum. */ \
     INL double exp_sum_##T(const T *x, T *y, T *t, size_t n, T m)                                      \
     {                                                                                                  \
@@ -282,9 +301,7 @@ INL void ln_stats_double(const double *x, size_t n, double *mean, double *var)
         for (size_t off = 0; off < n; off += TILE) {                                                   \
             size_t c = n - off < TILE ? n - off : TILE;                                                \
             T *o = t ? t : y + off;                                                                    \
-            const T *xs = x + off;                                                                     \
-            for (size_t i = 0; i < c; i++)                                                             \
-                o[i] = EXP(xs[i] - m);                                                                 \
+            exp_row_##T(x + off, o, c, m);                                                             \
             SUM_##T(o, c, a0, a1, tail);                                                               \
         }                                                                                              \
         return lanes_total(a0, a1, tail);                                                              \
@@ -313,8 +330,15 @@ INL void ln_stats_double(const double *x, size_t n, double *mean, double *var)
                 double sum[BATCH];                                                                     \
                 for (int k = 0; k < BATCH; k++)                                                        \
                     ROW_MAX(T, VT, VI, XR(i + k), n, m[k]);                                            \
-                for (int k = 0; k < BATCH; k++)                                                        \
-                    sum[k] = exp_sum_##T(XR(i + k), YR(i + k), tile, n, m[k]);                         \
+                if (lg) {                                                                              \
+                    for (int k = 0; k < BATCH; k++)                                                    \
+                        sum[k] = exp_sum_##T(XR(i + k), YR(i + k), tile, n, m[k]);                     \
+                } else { /* the sums apart from the exponentials' calls (see above) */                 \
+                    for (int k = 0; k < BATCH; k++)                                                    \
+                        exp_row_##T(XR(i + k), YR(i + k), n, m[k]);                                    \
+                    for (int k = 0; k < BATCH; k++)                                                    \
+                        sum[k] = tile_sum_##T(YR(i + k), n);                                           \
+                }                                                                                      \
                 for (int k = 0; k < BATCH; k++)                                                        \
                     softmax_out_##T(XR(i + k), YR(i + k), n, lg, m[k], sum[k]);                        \
             }                                                                                          \
