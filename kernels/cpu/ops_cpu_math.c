@@ -58,7 +58,7 @@
     DEFINE_LOOP(T, exp, y[i] = EXP(v);)                                                          \
     DEFINE_LOOP(T, log, y[i] = LOG(v);)                                                          \
     DEFINE_LOOP(T, tanh, y[i] = TANH(v);)                                                        \
-    DEFINE_LOOP(T, sigmoid, y[i] = SIG_MUL(T, EXP, (T)1, v);)                                     \
+    DEFINE_LOOP(T, sigmoid, y[i] = SIG_MUL(T, EXP, (T)1, v);)                                    \
     DEFINE_LOOP(T, silu, y[i] = SIG_MUL(T, EXP, v, v);)                                          \
     /* x/2 (1 + tanh z) = x sigmoid(2z) */                                                       \
     DEFINE_LOOP(T, gelu_tanh, T z2 = (T)1.59576912160573071176 * (v + (T)0.044715 * v * v * v); \
