@@ -19,8 +19,6 @@
 
 #define TILE KEEL_CPU_TILE
 
-/* The branch-free f32 exp (vectorizes); libm's for f64. */
-#define EXP_T(v) _Generic((v), float: keel__expf, default: exp)(v)
 #define GRAIN KEEL_CPU_GRAIN
 
 #define HOT KEEL_CPU_HOT
