@@ -21,12 +21,12 @@
  * rest call libm once per element.
  *
  * Sigmoid, SiLU and the tanh GELU are a / (1 + exp(-t)), one exponential
- * and one division: no 1 - tanh cancellation, and both tails keep their
- * relative accuracy (for t below 0, 1 + exp(-t) is exp(-t) to within its
- * rounding). Once exp(-t) overflows (t below about -88.7 in f32, -709.8 in
- * f64) the division gives 0 where the exact result is below |a| times the
- * smallest normal number. Written with exp(-|t|) and a select between the
- * two tails instead, the loops ran 7-17 % slower (AVX-512 and AVX2, 2^19
+ * and one division: no 1 - tanh cancellation, and 1 + exp(-t) adds two
+ * positive numbers, so both tails keep exp's relative accuracy. Once
+ * exp(-t) overflows (t below about -88.7 in f32, -709.8 in f64) the
+ * division gives 0 where the exact result is below |a| times the smallest
+ * normal number. Written with exp(-|t|) and a select between the two
+ * tails instead, the loops ran 2-20 % slower (AVX-512 and AVX2, 2^19
  * floats in cache) for the same error bound. The erf GELU is
  * x/2 (1 + erf(x / sqrt 2)) as PyTorch computes it: below x = -3 its
  * absolute error stays within |x| 2^-24, while its relative error grows as
